@@ -1,0 +1,53 @@
+#include "app.hpp"
+
+#include <csignal>
+#include <iostream>
+
+#include <evodispatch/heuristics/contract.hpp>
+
+#include "interrupt.hpp"
+
+namespace evodispatch::cli {
+
+void add_device_option(CLI::App& verb, CommonOptions& o) {
+  verb.add_option("--device", o.device, "auto | cuda:N | sim:PROFILE (a shipped profile or a JSON file)")
+      ->capture_default_str();
+}
+void add_db_option(CLI::App& verb, CommonOptions& o) {
+  verb.add_option("--db", o.db, "results database (SQLite)")->capture_default_str();
+}
+void add_json_option(CLI::App& verb, CommonOptions& o) {
+  verb.add_flag("--json", o.json, "machine-readable output (JSON Lines or one JSON document)");
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"evodispatch: evolve GPU decode-attention dispatch heuristics"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "evodispatch 0.1.0");
+  Action action;
+  add_env(app, action);
+  add_check(app, action);
+  add_decide(app, action);
+  add_bench(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kOk : kUsage;
+  }
+  install_interrupt_handler();
+  try {
+    return action();
+  } catch (const InputError& e) {
+    std::cerr << "evodispatch: " << e.what() << "\n";
+    return kFailure;
+  } catch (const Interrupted&) {
+    std::cerr << "evodispatch: interrupted; everything measured so far is stored\n";
+    return kInterrupted;
+  } catch (const std::exception& e) {
+    std::cerr << "evodispatch: error: " << e.what() << "\n";
+    return kFailure;
+  }
+}
+
+}  // namespace evodispatch::cli

@@ -1,0 +1,35 @@
+#pragma once
+// The command line: one file per subcommand, each registering itself on the app.
+// Verbs parse arguments and call the libraries; logic that a test must reach lives there.
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace evodispatch::cli {
+
+// Exit codes of DESIGN.md §7.
+enum Exit : int { kOk = 0, kFailure = 1, kUsage = 2, kInterrupted = 130 };
+
+// A verb's body; returns the exit code. Exceptions are turned into codes by run().
+using Action = std::function<int()>;
+
+// Options shared by the verbs that measure or decide.
+struct CommonOptions {
+  std::string device = "auto";
+  std::string db = "evodispatch.db";
+  bool json = false;
+};
+void add_device_option(CLI::App& verb, CommonOptions& o);
+void add_db_option(CLI::App& verb, CommonOptions& o);
+void add_json_option(CLI::App& verb, CommonOptions& o);
+
+// Each verb adds its subcommand and sets `action` to run when it is chosen.
+void add_env(CLI::App& app, Action& action);
+void add_check(CLI::App& app, Action& action);
+void add_decide(CLI::App& app, Action& action);
+void add_bench(CLI::App& app, Action& action);
+
+int run(int argc, char** argv);
+
+}  // namespace evodispatch::cli

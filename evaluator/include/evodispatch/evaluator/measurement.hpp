@@ -1,0 +1,50 @@
+#pragma once
+// What the evaluator returns for one (shape, decision): a row, never an exception.
+// A failed compile, launch or numeric check is a row with ok = false and the error.
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/heuristics/contract.hpp>
+
+namespace evodispatch {
+
+enum class L2Mode { cold, hot };
+std::string_view to_string(L2Mode);
+std::optional<L2Mode> parse_l2_mode(std::string_view);
+
+struct TimingOptions {
+  L2Mode l2 = L2Mode::cold;
+  double min_replay_us = 200;  // a captured graph holds enough calls to last this long
+  int replays = 30;            // timed replays; the median, p10 and p90 are over these
+  int warmup = 3;
+  bool check = true;           // compare against the reference once per (shape, decision)
+};
+
+// Identifies a measurement: it is never taken twice for the same key.
+struct MeasurementKey {
+  std::string device;        // device fingerprint (GPU model, SMs, clocks, driver / sim profile hash)
+  std::string kernel_build;  // hash of the kernel sources and compile options (or the sim model)
+  Shape shape;
+  Decision decision;         // resolved
+  L2Mode l2 = L2Mode::cold;
+};
+
+struct Measurement {
+  MeasurementKey key;
+  bool ok = false;
+  std::string error;           // why it failed, when !ok (compiler log, CUDA error, numeric mismatch)
+  double median_us = 0;
+  double p10_us = 0;
+  double p90_us = 0;
+  int samples = 0;
+  std::optional<double> rel_error;  // ||out - ref|| / ||ref|| when checked
+  nlohmann::json plan;              // the launch plan that produced it (kernels/plan.hpp)
+};
+
+nlohmann::json to_json(const MeasurementKey&);
+nlohmann::json to_json(const Measurement&);
+Measurement measurement_from_json(const nlohmann::json&, const std::string& path = "$");
+
+}  // namespace evodispatch

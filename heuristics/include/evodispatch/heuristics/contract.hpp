@@ -1,0 +1,91 @@
+#pragma once
+// The dispatch contract (DESIGN.md §2): what a heuristic sees and what it answers.
+// Plain data with JSON round-trip; every derived feature is computed here and only here.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace evodispatch {
+
+// Bad input from a user (script, config, workload, decision, database). The message
+// names the file, field or line; callers print it as it is.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Dtype { bf16, fp16, fp8 };
+std::string_view to_string(Dtype);
+std::optional<Dtype> parse_dtype(std::string_view);
+int dtype_bytes(Dtype);
+
+// One decode-attention call.
+struct Shape {
+  int batch = 1;
+  int seqlen_q = 1;    // new tokens per request (1 = plain decode, up to 16 for speculative)
+  int seqlen_k = 0;    // KV length (the longest request's when lengths differ)
+  int h_q = 0;
+  int h_kv = 0;
+  int head_dim = 128;
+  Dtype dtype = Dtype::bf16;
+  int page_size = 0;   // 0 = contiguous KV cache
+  bool causal = true;  // causal masking among the seqlen_q new tokens
+  bool operator==(const Shape&) const = default;
+};
+
+// Features every policy and the built-in kernel derive from a shape.
+struct Features {
+  int qpk;      // h_q / h_kv
+  int block_n;  // KV rows per tile of the built-in kernel
+  int nblk;     // ceil(seqlen_k / block_n)
+};
+int builtin_block_n(int head_dim);
+Features features(const Shape&);
+
+// Throws InputError naming the first field out of range; `where` prefixes the message.
+void validate(const Shape&, std::string_view where = "shape");
+
+// A short human description, e.g. "B=1 Lq=1 Lk=512 Hq=64 Hkv=1 D=128 bf16".
+std::string describe(const Shape&);
+
+struct DeviceInfo {
+  std::string name;
+  int num_sms = 0;
+  std::int64_t l2_bytes = 0;
+  double mem_bw_bytes_per_s = 0;
+  int cc = 0;  // compute capability as major*10+minor, e.g. 90
+  bool operator==(const DeviceInfo&) const = default;
+};
+
+inline constexpr int kMaxSplits = 256;
+
+struct Decision {
+  int num_splits = 1;
+  std::optional<bool> pack_gqa;  // unset: true when qpk > 1
+  int sm_margin = 0;
+  bool operator==(const Decision&) const = default;
+};
+
+// The decision with every default filled in (pack_gqa set).
+Decision resolve(const Decision&, const Shape&);
+
+// Why `d` is not a legal answer for this shape on this device, or nullopt.
+std::optional<std::string> decision_error(const Decision& d, const DeviceInfo& hw);
+
+// e.g. "splits=3 pack=1 margin=0"
+std::string describe(const Decision&);
+
+// JSON round-trip. The readers refuse unknown fields and wrong types with an
+// InputError that names the JSON path (`path` is where this object sits).
+nlohmann::json to_json(const Shape&);
+nlohmann::json to_json(const Decision&);
+nlohmann::json to_json(const DeviceInfo&);
+Shape shape_from_json(const nlohmann::json&, const std::string& path = "$");
+Decision decision_from_json(const nlohmann::json&, const std::string& path = "$");
+DeviceInfo device_from_json(const nlohmann::json&, const std::string& path = "$");
+
+}  // namespace evodispatch
