@@ -1,0 +1,103 @@
+#pragma once
+// The launch plan of the built-in split-KV decode kernel (DESIGN.md §3): plain host data
+// derived from (shape, decision, device). The same plan drives the GPU launch, the
+// simulator, and is stored with every measurement, so everything here is arithmetic
+// that a test can check by hand.
+#include <cstdint>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <evodispatch/heuristics/contract.hpp>
+
+namespace evodispatch {
+
+// What the built-in kernel asks of an SM. These are the ONLY kernel-specific constants
+// of the plan; the real kernel (issue 3) replaces them with the values of its compiled
+// variants (the compiler's resource report).
+struct KernelResources {
+  int threads_per_cta = 128;        // 4 warps: one warpgroup per CTA
+  int registers_per_thread = 128;
+  int stages = 2;                   // K and V tiles are double-buffered
+  int block_m = 64;                 // query rows per CTA when a packed GQA group is tiled
+  int max_ctas_per_sm = 0;          // extra occupancy cap (0 = the hardware's); the simulator sets it
+  int combine_threads_per_cta = 128;
+  int combine_rows_per_cta = 8;     // query rows merged by one combine CTA
+};
+KernelResources builtin_kernel_resources();
+
+// What one SM offers, by compute capability (the SM's shared memory, registers, ...).
+struct SmLimits {
+  int smem_bytes_per_sm = 228 * 1024;
+  int max_smem_bytes_per_cta = 227 * 1024;
+  int smem_reserved_per_cta = 1024;  // the driver keeps 1 KiB per resident CTA
+  int registers_per_sm = 64 * 1024;
+  int max_threads_per_sm = 2048;
+  int max_ctas_per_sm = 32;
+};
+// Unknown capabilities get Hopper's limits (the GPU this project targets).
+SmLimits sm_limits(int cc);
+
+struct Plan {
+  // Inputs, with the decision resolved (pack_gqa set).
+  Shape shape;
+  Decision decision;
+  int num_sms = 0;
+
+  // Features of the built-in kernel.
+  int qpk = 0;
+  int block_n = 0;
+  int nblk = 0;
+
+  // KV split: each split covers blocks_per_split KV tiles; splits past non_empty_splits
+  // get no tile (they only write an empty partial), the last non-empty one may be short.
+  int num_splits = 1;
+  int blocks_per_split = 0;
+  int non_empty_splits = 0;
+  int last_split_blocks = 0;  // tiles of the last non-empty split
+
+  // Query rows: packed, one CTA holds qpk * seqlen_q rows of one KV head (in m_tiles
+  // tiles of at most block_m rows); unpacked, one CTA holds the seqlen_q rows of one query head.
+  bool pack_gqa = false;
+  int rows_per_cta = 0;
+  int m_tiles = 1;
+  int heads_per_cta = 1;  // query heads whose rows one CTA holds (at most)
+
+  // Work items: the CTAs a non-persistent grid would launch.
+  std::int64_t work_items = 0;
+
+  // Kernel configuration.
+  int threads_per_cta = 0;
+  int registers_per_thread = 0;
+  int smem_bytes_per_cta = 0;
+  int ctas_per_sm = 0;
+
+  // The persistent grid on num_sms - sm_margin SMs.
+  int sms_used = 0;
+  std::int64_t slots = 0;      // sms_used * ctas_per_sm CTAs resident at once
+  std::int64_t grid_ctas = 0;  // min(work_items, slots)
+  std::int64_t waves = 0;      // ceil(work_items / slots)
+
+  // Combine kernel: runs iff num_splits > 1.
+  bool combine = false;
+  std::int64_t combine_ctas = 0;
+  int combine_rows_per_cta = 0;  // query rows one combine CTA merges (the last may have fewer)
+  int combine_threads_per_cta = 0;
+
+  // Memory.
+  std::int64_t workspace_bytes = 0;  // fp32 O partials + fp32 LSE per split per query row
+  std::int64_t kv_footprint_bytes = 0;  // distinct K and V bytes the call touches
+  std::int64_t kv_bytes_read = 0;    // K and V bytes the CTAs load (re-reads included)
+  std::int64_t q_bytes = 0;
+  std::int64_t o_bytes = 0;
+
+  bool operator==(const Plan&) const = default;
+};
+
+// Throws InputError naming the field when the shape, the decision or the device is not
+// valid, or when the kernel cannot be configured (a tile too large for shared memory).
+Plan plan(const Shape&, const Decision&, const DeviceInfo&,
+          const KernelResources& resources = builtin_kernel_resources());
+
+nlohmann::json to_json(const Plan&);
+
+}  // namespace evodispatch

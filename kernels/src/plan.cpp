@@ -1,0 +1,199 @@
+#include <evodispatch/kernels/plan.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace evodispatch {
+
+KernelResources builtin_kernel_resources() { return KernelResources{}; }
+
+SmLimits sm_limits(int cc) {
+  SmLimits l;  // Hopper (cc 90) and data-centre Blackwell (cc 100): 228 KiB per SM
+  switch (cc) {
+    case 80:  // A100
+    case 87:
+      l.smem_bytes_per_sm = 164 * 1024;
+      l.max_smem_bytes_per_cta = 163 * 1024;
+      break;
+    case 86:  // consumer Ampere
+      l.smem_bytes_per_sm = 100 * 1024;
+      l.max_smem_bytes_per_cta = 99 * 1024;
+      l.max_threads_per_sm = 1536;
+      l.max_ctas_per_sm = 16;
+      break;
+    case 89:  // Ada
+    case 120:  // consumer Blackwell
+      l.smem_bytes_per_sm = 100 * 1024;
+      l.max_smem_bytes_per_cta = 99 * 1024;
+      l.max_threads_per_sm = 1536;
+      l.max_ctas_per_sm = 24;
+      break;
+    case 70:  // V100
+      l.smem_bytes_per_sm = 96 * 1024;
+      l.max_smem_bytes_per_cta = 96 * 1024;
+      l.smem_reserved_per_cta = 0;
+      break;
+    default:
+      break;
+  }
+  return l;
+}
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Products of shape fields can exceed 64 bits for absurd (but individually valid) shapes;
+// such a shape is refused rather than planned with wrapped-around numbers.
+std::int64_t mul(std::initializer_list<std::int64_t> factors, const char* what) {
+  std::int64_t r = 1;
+  for (auto f : factors)
+    if (__builtin_mul_overflow(r, f, &r)) throw InputError(std::string("shape: too large (") + what + " overflows)");
+  return r;
+}
+
+// fp8 stores only the KV cache in 8 bits; queries and outputs stay 16-bit.
+int qo_bytes(Dtype d) { return d == Dtype::fp8 ? 2 : dtype_bytes(d); }
+
+void check_resources(const KernelResources& r) {
+  auto positive = [](int v, const char* field) {
+    if (v < 1) throw InputError(std::string("kernel resources.") + field + ": must be >= 1, got " + std::to_string(v));
+  };
+  positive(r.threads_per_cta, "threads_per_cta");
+  positive(r.registers_per_thread, "registers_per_thread");
+  positive(r.stages, "stages");
+  positive(r.block_m, "block_m");
+  positive(r.combine_threads_per_cta, "combine_threads_per_cta");
+  positive(r.combine_rows_per_cta, "combine_rows_per_cta");
+  if (r.max_ctas_per_sm < 0)
+    throw InputError("kernel resources.max_ctas_per_sm: must be >= 0 (0 = no cap), got " +
+                     std::to_string(r.max_ctas_per_sm));
+}
+
+}  // namespace
+
+Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw, const KernelResources& res) {
+  validate(shape, "shape");
+  if (hw.num_sms < 1) throw InputError("device.num_sms: must be >= 1, got " + std::to_string(hw.num_sms));
+  if (auto why = decision_error(decision, hw)) throw InputError("decision." + *why);
+  check_resources(res);
+
+  Plan p;
+  p.shape = shape;
+  p.decision = resolve(decision, shape);
+  p.num_sms = hw.num_sms;
+
+  const Features f = features(shape);
+  p.qpk = f.qpk;
+  p.block_n = f.block_n;
+  p.nblk = f.nblk;
+
+  // Splits are contiguous ranges of whole tiles, FlashAttention style: with more splits
+  // than tiles the trailing splits are empty, and the last non-empty one may be short.
+  p.num_splits = p.decision.num_splits;
+  p.blocks_per_split = static_cast<int>(ceil_div(p.nblk, p.num_splits));
+  p.non_empty_splits = static_cast<int>(ceil_div(p.nblk, p.blocks_per_split));
+  p.last_split_blocks = p.nblk - (p.non_empty_splits - 1) * p.blocks_per_split;
+
+  p.pack_gqa = *p.decision.pack_gqa;
+  if (p.pack_gqa) {
+    const int rows = p.qpk * shape.seqlen_q;
+    p.m_tiles = static_cast<int>(ceil_div(rows, res.block_m));
+    p.rows_per_cta = std::min(rows, res.block_m);
+    p.heads_per_cta = std::min<int>(p.qpk, static_cast<int>(ceil_div(p.rows_per_cta, shape.seqlen_q)));
+  } else {
+    p.m_tiles = 1;  // seqlen_q <= 16 rows always fit one tile
+    p.rows_per_cta = shape.seqlen_q;
+    p.heads_per_cta = 1;
+  }
+  const int heads = p.pack_gqa ? shape.h_kv : shape.h_q;
+  p.work_items = mul({shape.batch, heads, p.m_tiles, p.num_splits}, "work items");
+
+  // Shared memory: stages of a K tile and a V tile, plus one Q tile (the MMA works on
+  // block_m rows even when fewer are real).
+  const std::int64_t kv_tile = mul({p.block_n, shape.head_dim, dtype_bytes(shape.dtype)}, "tile bytes");
+  const std::int64_t smem = res.stages * 2 * kv_tile + std::int64_t{res.block_m} * shape.head_dim * qo_bytes(shape.dtype);
+  const SmLimits sm = sm_limits(hw.cc);
+  if (smem > sm.max_smem_bytes_per_cta)
+    throw InputError("shape.head_dim: " + std::to_string(shape.head_dim) + " needs " + std::to_string(smem) +
+                     " bytes of shared memory per CTA, more than the " + std::to_string(sm.max_smem_bytes_per_cta) +
+                     " a cc " + std::to_string(hw.cc) + " SM gives one CTA");
+  p.threads_per_cta = res.threads_per_cta;
+  p.registers_per_thread = res.registers_per_thread;
+  p.smem_bytes_per_cta = static_cast<int>(smem);
+  int per_sm = sm.max_ctas_per_sm;
+  per_sm = std::min<int>(per_sm, sm.smem_bytes_per_sm / (p.smem_bytes_per_cta + sm.smem_reserved_per_cta));
+  per_sm = std::min(per_sm, sm.registers_per_sm / (res.threads_per_cta * res.registers_per_thread));
+  per_sm = std::min(per_sm, sm.max_threads_per_sm / res.threads_per_cta);
+  if (res.max_ctas_per_sm > 0) per_sm = std::min(per_sm, res.max_ctas_per_sm);
+  if (per_sm < 1)
+    throw InputError("kernel resources: " + std::to_string(res.threads_per_cta) + " threads x " +
+                     std::to_string(res.registers_per_thread) + " registers do not fit one SM");
+  p.ctas_per_sm = per_sm;
+
+  p.sms_used = hw.num_sms - p.decision.sm_margin;
+  p.slots = std::int64_t{p.sms_used} * p.ctas_per_sm;
+  p.grid_ctas = std::min(p.work_items, p.slots);
+  p.waves = ceil_div(p.work_items, p.slots);
+
+  const std::int64_t query_rows = mul({shape.batch, shape.seqlen_q, shape.h_q}, "query rows");
+  p.combine = p.num_splits > 1;
+  if (p.combine) {
+    p.combine_ctas = ceil_div(query_rows, res.combine_rows_per_cta);
+    p.combine_rows_per_cta = static_cast<int>(std::min<std::int64_t>(res.combine_rows_per_cta, query_rows));
+    p.combine_threads_per_cta = res.combine_threads_per_cta;
+    // One fp32 row of head_dim partial outputs and one fp32 LSE per split per query row.
+    p.workspace_bytes = mul({p.num_splits, query_rows, shape.head_dim + 1, 4}, "workspace bytes");
+  }
+
+  // Each (request, KV head) streams seqlen_k rows of K and of V. A packed CTA shares that
+  // stream among its query heads, but every row tile of the group reads it again; an
+  // unpacked grid reads it once per query head.
+  p.kv_footprint_bytes = mul({2, shape.batch, shape.seqlen_k, shape.h_kv, shape.head_dim, dtype_bytes(shape.dtype)},
+                             "KV bytes");
+  p.kv_bytes_read = mul({p.kv_footprint_bytes, p.pack_gqa ? p.m_tiles : p.qpk}, "KV bytes read");
+  p.q_bytes = mul({query_rows, shape.head_dim, qo_bytes(shape.dtype)}, "Q bytes");
+  p.o_bytes = p.q_bytes;
+  return p;
+}
+
+nlohmann::json to_json(const Plan& p) {
+  return {
+      {"shape", to_json(p.shape)},
+      {"decision", to_json(p.decision)},
+      {"num_sms", p.num_sms},
+      {"qpk", p.qpk},
+      {"block_n", p.block_n},
+      {"nblk", p.nblk},
+      {"num_splits", p.num_splits},
+      {"blocks_per_split", p.blocks_per_split},
+      {"non_empty_splits", p.non_empty_splits},
+      {"last_split_blocks", p.last_split_blocks},
+      {"pack_gqa", p.pack_gqa},
+      {"rows_per_cta", p.rows_per_cta},
+      {"m_tiles", p.m_tiles},
+      {"heads_per_cta", p.heads_per_cta},
+      {"work_items", p.work_items},
+      {"threads_per_cta", p.threads_per_cta},
+      {"registers_per_thread", p.registers_per_thread},
+      {"smem_bytes_per_cta", p.smem_bytes_per_cta},
+      {"ctas_per_sm", p.ctas_per_sm},
+      {"sms_used", p.sms_used},
+      {"slots", p.slots},
+      {"grid_ctas", p.grid_ctas},
+      {"waves", p.waves},
+      {"combine", p.combine},
+      {"combine_ctas", p.combine_ctas},
+      {"combine_rows_per_cta", p.combine_rows_per_cta},
+      {"combine_threads_per_cta", p.combine_threads_per_cta},
+      {"workspace_bytes", p.workspace_bytes},
+      {"kv_footprint_bytes", p.kv_footprint_bytes},
+      {"kv_bytes_read", p.kv_bytes_read},
+      {"q_bytes", p.q_bytes},
+      {"o_bytes", p.o_bytes},
+  };
+}
+
+}  // namespace evodispatch

@@ -1,0 +1,237 @@
+// The launch plan's arithmetic, checked by hand on small cases.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/kernels/plan.hpp>
+
+namespace evodispatch {
+namespace {
+
+DeviceInfo hopper() { return {"test-h100", 132, 50 << 20, 3.35e12, 90}; }
+DeviceInfo ampere() { return {"test-a100", 108, 40 << 20, 2.0e12, 80}; }
+
+Shape mqa(int batch, int seqlen_k) { return Shape{batch, 1, seqlen_k, 64, 1, 128, Dtype::bf16, 0, true}; }
+Shape gqa8(int batch, int seqlen_k) { return Shape{batch, 1, seqlen_k, 64, 8, 128, Dtype::bf16, 0, true}; }
+
+Decision splits(int n, std::optional<bool> pack = std::nullopt, int margin = 0) { return Decision{n, pack, margin}; }
+
+std::string error_of(const Shape& s, const Decision& d, const DeviceInfo& hw) {
+  try {
+    plan(s, d, hw);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Plan, PaperTable1ShapeWithThreeSplits) {
+  // B=1 Lk=512 Hq=64 Hkv=1: 4 tiles of 128 rows; 3 splits of ceil(4/3) = 2 tiles leave
+  // the third split empty.
+  const Plan p = plan(mqa(1, 512), splits(3), hopper());
+  EXPECT_EQ(p.qpk, 64);
+  EXPECT_EQ(p.block_n, 128);
+  EXPECT_EQ(p.nblk, 4);
+  EXPECT_EQ(p.blocks_per_split, 2);
+  EXPECT_EQ(p.non_empty_splits, 2);
+  EXPECT_EQ(p.last_split_blocks, 2);
+  EXPECT_TRUE(p.pack_gqa);  // resolved: qpk > 1
+  ASSERT_TRUE(p.decision.pack_gqa.has_value());
+  EXPECT_TRUE(*p.decision.pack_gqa);
+  EXPECT_EQ(p.rows_per_cta, 64);
+  EXPECT_EQ(p.m_tiles, 1);
+  EXPECT_EQ(p.heads_per_cta, 64);
+  EXPECT_EQ(p.work_items, 3);
+  EXPECT_EQ(p.threads_per_cta, 128);
+  // 2 stages x (K + V) x 128 rows x 128 dims x 2 bytes + a 64 x 128 Q tile.
+  EXPECT_EQ(p.smem_bytes_per_cta, 2 * 2 * 128 * 128 * 2 + 64 * 128 * 2);
+  EXPECT_EQ(p.ctas_per_sm, 1);  // 144 KiB of 228 KiB
+  EXPECT_EQ(p.sms_used, 132);
+  EXPECT_EQ(p.slots, 132);
+  EXPECT_EQ(p.grid_ctas, 3);
+  EXPECT_EQ(p.waves, 1);
+  EXPECT_TRUE(p.combine);
+  EXPECT_EQ(p.combine_ctas, 64 / 8);
+  EXPECT_EQ(p.workspace_bytes, 3 * 64 * (128 + 1) * 4);
+  EXPECT_EQ(p.kv_footprint_bytes, 2 * 512 * 1 * 128 * 2);
+  EXPECT_EQ(p.kv_bytes_read, p.kv_footprint_bytes);
+  EXPECT_EQ(p.q_bytes, 64 * 128 * 2);
+  EXPECT_EQ(p.o_bytes, p.q_bytes);
+}
+
+TEST(Plan, SplitsPastTheTileCountAreEmpty) {
+  const Plan p8 = plan(mqa(1, 512), splits(8), hopper());
+  EXPECT_EQ(p8.blocks_per_split, 1);
+  EXPECT_EQ(p8.non_empty_splits, 4);
+  EXPECT_EQ(p8.work_items, 8);  // the empty splits are still CTAs of the grid
+
+  const Plan p256 = plan(mqa(1, 512), splits(256), hopper());
+  EXPECT_EQ(p256.non_empty_splits, 4);
+  EXPECT_EQ(p256.work_items, 256);
+  EXPECT_EQ(p256.waves, 2);  // 256 CTAs over 132 slots
+
+  // 5 tiles in 3 splits: 2 + 2 + 1.
+  const Plan p5 = plan(mqa(1, 640), splits(3), hopper());
+  EXPECT_EQ(p5.nblk, 5);
+  EXPECT_EQ(p5.blocks_per_split, 2);
+  EXPECT_EQ(p5.non_empty_splits, 3);
+  EXPECT_EQ(p5.last_split_blocks, 1);
+
+  // One KV row: one tile, every split but the first empty.
+  const Plan p1 = plan(mqa(1, 1), splits(16), hopper());
+  EXPECT_EQ(p1.nblk, 1);
+  EXPECT_EQ(p1.non_empty_splits, 1);
+  EXPECT_EQ(p1.last_split_blocks, 1);
+}
+
+TEST(Plan, OneSplitHasNoCombineAndNoWorkspace) {
+  const Plan p = plan(mqa(4, 4096), splits(1), hopper());
+  EXPECT_FALSE(p.combine);
+  EXPECT_EQ(p.combine_ctas, 0);
+  EXPECT_EQ(p.workspace_bytes, 0);
+  EXPECT_EQ(p.blocks_per_split, 32);
+  EXPECT_EQ(p.non_empty_splits, 1);
+  EXPECT_EQ(p.work_items, 4);
+}
+
+TEST(Plan, PersistentGridLeavesTheMarginFree) {
+  // cliff-8k at B=64: 64 requests x 8 KV heads = 512 CTAs.
+  const Plan full = plan(gqa8(64, 8192), splits(1), hopper());
+  EXPECT_EQ(full.work_items, 512);
+  EXPECT_EQ(full.sms_used, 132);
+  EXPECT_EQ(full.grid_ctas, 132);
+  EXPECT_EQ(full.waves, 4);  // ceil(512 / 132)
+
+  const Plan margin = plan(gqa8(64, 8192), splits(1, std::nullopt, 32), hopper());
+  EXPECT_EQ(margin.sms_used, 100);
+  EXPECT_EQ(margin.slots, 100);
+  EXPECT_EQ(margin.grid_ctas, 100);
+  EXPECT_EQ(margin.waves, 6);  // ceil(512 / 100)
+
+  // Fewer work items than slots: the grid is the work.
+  const Plan small = plan(gqa8(2, 8192), splits(1, std::nullopt, 32), hopper());
+  EXPECT_EQ(small.grid_ctas, 16);
+  EXPECT_EQ(small.waves, 1);
+}
+
+TEST(Plan, PackingSharesTheKvStreamAmongTheGroup) {
+  const Plan packed = plan(gqa8(2, 1024), splits(2, true), hopper());
+  const Plan unpacked = plan(gqa8(2, 1024), splits(2, false), hopper());
+  EXPECT_EQ(packed.work_items, 2 * 8 * 2);     // batch x h_kv x splits
+  EXPECT_EQ(unpacked.work_items, 2 * 64 * 2);  // batch x h_q x splits
+  EXPECT_EQ(packed.rows_per_cta, 8);
+  EXPECT_EQ(unpacked.rows_per_cta, 1);
+  EXPECT_EQ(packed.heads_per_cta, 8);
+  EXPECT_EQ(unpacked.heads_per_cta, 1);
+  EXPECT_EQ(packed.kv_footprint_bytes, unpacked.kv_footprint_bytes);
+  EXPECT_EQ(packed.kv_bytes_read, packed.kv_footprint_bytes);
+  EXPECT_EQ(unpacked.kv_bytes_read, 8 * unpacked.kv_footprint_bytes);  // once per query head
+  // The workspace depends on the query rows, not on the packing.
+  EXPECT_EQ(packed.workspace_bytes, unpacked.workspace_bytes);
+  EXPECT_EQ(packed.workspace_bytes, 2LL * 2 * 64 * 129 * 4);
+}
+
+TEST(Plan, MhaDefaultsToNoPacking) {
+  const Plan p = plan(Shape{3, 1, 1000, 32, 32, 128, Dtype::fp16, 0, true}, splits(1), hopper());
+  EXPECT_FALSE(p.pack_gqa);
+  EXPECT_EQ(p.work_items, 3 * 32);
+  EXPECT_EQ(p.kv_bytes_read, p.kv_footprint_bytes);  // qpk = 1: nothing is re-read
+}
+
+TEST(Plan, LargePackedGroupsAreTiledByBlockM) {
+  // 128 query heads per KV head and 2 new tokens: 256 rows in 4 tiles of 64.
+  const Plan p = plan(Shape{2, 2, 512, 128, 1, 128, Dtype::bf16, 0, true}, splits(2, true), hopper());
+  EXPECT_EQ(p.m_tiles, 4);
+  EXPECT_EQ(p.rows_per_cta, 64);
+  EXPECT_EQ(p.heads_per_cta, 32);
+  EXPECT_EQ(p.work_items, 2 * 1 * 4 * 2);
+  EXPECT_EQ(p.kv_bytes_read, 4 * p.kv_footprint_bytes);  // each row tile streams the KV again
+  EXPECT_EQ(p.combine_ctas, 2 * 2 * 128 / 8);
+}
+
+TEST(Plan, OccupancyFollowsSharedMemoryAndTheCap) {
+  // head_dim 64: 64 KiB of K/V stages + 8 KiB of Q: three fit in 228 KiB.
+  Shape s = mqa(1, 512);
+  s.head_dim = 64;
+  const Plan p = plan(s, splits(1), hopper());
+  EXPECT_EQ(p.smem_bytes_per_cta, 2 * 2 * 128 * 64 * 2 + 64 * 64 * 2);
+  EXPECT_EQ(p.ctas_per_sm, 3);
+  EXPECT_EQ(p.slots, 3 * 132);
+
+  KernelResources capped = builtin_kernel_resources();
+  capped.max_ctas_per_sm = 1;
+  EXPECT_EQ(plan(s, splits(1), hopper(), capped).ctas_per_sm, 1);
+
+  // Registers bound it too: 256 threads x 255 registers leave room for one CTA.
+  KernelResources heavy = builtin_kernel_resources();
+  heavy.threads_per_cta = 256;
+  heavy.registers_per_thread = 255;
+  EXPECT_EQ(plan(s, splits(1), hopper(), heavy).ctas_per_sm, 1);
+
+  // head_dim 256 uses 64-row tiles; A100 has 164 KiB per SM.
+  Shape big = mqa(1, 512);
+  big.head_dim = 256;
+  const Plan a = plan(big, splits(1), ampere());
+  EXPECT_EQ(a.block_n, 64);
+  EXPECT_EQ(a.nblk, 8);
+  EXPECT_EQ(a.smem_bytes_per_cta, 2 * 2 * 64 * 256 * 2 + 64 * 256 * 2);
+  EXPECT_EQ(a.ctas_per_sm, 1);
+
+  // fp8 halves the K/V tiles but not the Q tile.
+  Shape f8 = mqa(1, 512);
+  f8.dtype = Dtype::fp8;
+  const Plan p8 = plan(f8, splits(1), hopper());
+  EXPECT_EQ(p8.smem_bytes_per_cta, 2 * 2 * 128 * 128 * 1 + 64 * 128 * 2);
+  EXPECT_EQ(p8.kv_footprint_bytes, 2 * 512 * 128);
+  EXPECT_EQ(p8.q_bytes, 64 * 128 * 2);
+}
+
+TEST(Plan, RefusesBadInputsNamingTheField) {
+  Shape bad = mqa(1, 512);
+  bad.h_kv = 3;
+  EXPECT_NE(error_of(bad, splits(1), hopper()).find("shape.h_q"), std::string::npos);
+  bad = mqa(1, 0);
+  EXPECT_NE(error_of(bad, splits(1), hopper()).find("shape.seqlen_k"), std::string::npos);
+  EXPECT_NE(error_of(mqa(1, 512), splits(0), hopper()).find("decision.num_splits"), std::string::npos);
+  EXPECT_NE(error_of(mqa(1, 512), splits(257), hopper()).find("decision.num_splits"), std::string::npos);
+  EXPECT_NE(error_of(mqa(1, 512), splits(1, std::nullopt, 132), hopper()).find("decision.sm_margin"), std::string::npos);
+  EXPECT_NE(error_of(mqa(1, 512), splits(1, std::nullopt, -1), hopper()).find("decision.sm_margin"), std::string::npos);
+  DeviceInfo none = hopper();
+  none.num_sms = 0;
+  EXPECT_NE(error_of(mqa(1, 512), splits(1), none).find("device.num_sms"), std::string::npos);
+  // head_dim 512 needs 288 KiB of shared memory: no SM has it.
+  Shape huge = mqa(1, 512);
+  huge.head_dim = 512;
+  EXPECT_NE(error_of(huge, splits(1), hopper()).find("shape.head_dim"), std::string::npos);
+  KernelResources zero = builtin_kernel_resources();
+  zero.block_m = 0;
+  EXPECT_THROW(plan(mqa(1, 512), splits(1), hopper(), zero), InputError);
+}
+
+TEST(Plan, LargestMarginLeavesOneSm) {
+  const Plan p = plan(gqa8(4, 1024), splits(4, std::nullopt, 131), hopper());
+  EXPECT_EQ(p.sms_used, 1);
+  EXPECT_EQ(p.slots, 1);
+  EXPECT_EQ(p.grid_ctas, 1);
+  EXPECT_EQ(p.waves, 4 * 8 * 4);
+}
+
+TEST(Plan, JsonCarriesTheResolvedDecisionAndTheGrid) {
+  const Plan p = plan(gqa8(16, 8192), splits(1), hopper());
+  const nlohmann::json j = to_json(p);
+  EXPECT_EQ(j.at("decision").at("pack_gqa"), true);
+  EXPECT_EQ(j.at("shape").at("batch"), 16);
+  EXPECT_EQ(j.at("work_items"), 128);
+  EXPECT_EQ(j.at("grid_ctas"), 128);
+  EXPECT_EQ(j.at("waves"), 1);
+  EXPECT_EQ(j.at("combine"), false);
+  EXPECT_EQ(j.at("smem_bytes_per_cta"), p.smem_bytes_per_cta);
+  EXPECT_EQ(j.at("kv_bytes_read"), p.kv_bytes_read);
+}
+
+TEST(Plan, IsPlainDeterministicData) {
+  EXPECT_EQ(plan(gqa8(5, 3000), splits(7, false, 3), hopper()), plan(gqa8(5, 3000), splits(7, false, 3), hopper()));
+}
+
+}  // namespace
+}  // namespace evodispatch
