@@ -29,5 +29,8 @@ target_link_libraries(evo::sqlite3 INTERFACE ${SQLITE3_LIBRARY} Threads::Threads
 
 # cudart is linked statically so the binary starts without an NVIDIA driver;
 # a missing driver is then an ordinary "no GPU" answer from cudaGetDeviceCount.
+# NVRTC is named by its file, not CUDA::nvrtc, whose imported target drags in the
+# driver stub (libcuda.so): a binary that needs libcuda.so.1 does not start without a driver.
 add_library(evo::cuda INTERFACE IMPORTED)
-target_link_libraries(evo::cuda INTERFACE CUDA::cudart_static CUDA::nvrtc)
+target_include_directories(evo::cuda INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
+target_link_libraries(evo::cuda INTERFACE CUDA::cudart_static ${CUDA_nvrtc_LIBRARY})

@@ -1,0 +1,18 @@
+#include "schema.hpp"
+
+#include <array>
+
+namespace evodispatch::results {
+
+// Append only: a released migration is never edited, because databases in the field
+// already carry its result. A later change is a new entry (ALTER TABLE, or a rebuild
+// through a new table and INSERT ... SELECT).
+std::span<const Migration> migrations() {
+  static const std::array<Migration, 1> kMigrations = {{
+      {1, "devices, kernel builds, workloads, shapes, measurements, runs, programs, evaluations, comparisons",
+       schema_v1()},
+  }};
+  return kMigrations;
+}
+
+}  // namespace evodispatch::results

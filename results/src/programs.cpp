@@ -1,0 +1,77 @@
+#include <evodispatch/results/programs.hpp>
+
+#include "access.hpp"
+#include "codec.hpp"
+
+namespace evodispatch::results {
+
+namespace {
+constexpr const char* kProgramSelect =
+    "SELECT id, run_id, hash, source, rules_json, parents_json, origin, island, generation, created_at FROM programs";
+
+ProgramRecord read_program(const sql::Statement& st) {
+  ProgramRecord p;
+  p.id = st.column_int64(0);
+  p.run_id = st.column_int64(1);
+  p.hash = st.column_text(2);
+  p.source = st.column_text(3);
+  p.rules = detail::read_json(st, 4);
+  const nlohmann::json parents = detail::read_json(st, 5);
+  if (!parents.is_array()) throw DbError("program " + std::to_string(p.id) + ": parents_json is not an array", st.sql());
+  for (const auto& v : parents) {
+    if (!v.is_number_integer()) throw DbError("program " + std::to_string(p.id) + ": a parent id is not an integer", st.sql());
+    p.parents.push_back(v.get<std::int64_t>());
+  }
+  p.origin = st.column_text(6);
+  p.island = st.column_int(7);
+  p.generation = st.column_int(8);
+  p.created_at = st.column_text(9);
+  return p;
+}
+
+std::optional<ProgramRecord> first(sql::Statement& st) {
+  if (st.step()) return read_program(st);
+  return std::nullopt;
+}
+}  // namespace
+
+InsertResult Programs::insert(const ProgramRecord& p) {
+  if (p.hash.empty()) throw std::invalid_argument("Programs::insert: empty hash");
+  auto& c = detail::connection(*db_);
+  sql::Statement ins(c,
+                     "INSERT INTO programs (run_id, hash, source, rules_json, parents_json, origin, island, generation) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (run_id, hash) DO NOTHING RETURNING id");
+  ins.bind(1, p.run_id)
+      .bind(2, p.hash)
+      .bind(3, p.source)
+      .bind(4, detail::json_text(p.rules))
+      .bind(5, detail::json_text(nlohmann::json(p.parents)))
+      .bind(6, p.origin)
+      .bind(7, p.island)
+      .bind(8, p.generation);
+  if (auto id = detail::insert_returning_id(ins)) return {*id, true};
+  if (auto existing = find_by_hash(p.run_id, p.hash)) return {existing->id, false};
+  throw DbError("program " + p.hash + " of run " + std::to_string(p.run_id) + " vanished while inserting it");
+}
+
+std::optional<ProgramRecord> Programs::get(std::int64_t id) const {
+  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE id = ?1");
+  st.bind(1, id);
+  return first(st);
+}
+
+std::optional<ProgramRecord> Programs::find_by_hash(std::int64_t run_id, const std::string& hash) const {
+  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE run_id = ?1 AND hash = ?2");
+  st.bind(1, run_id).bind(2, hash);
+  return first(st);
+}
+
+std::vector<ProgramRecord> Programs::list_by_run(std::int64_t run_id) const {
+  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE run_id = ?1 ORDER BY id");
+  st.bind(1, run_id);
+  std::vector<ProgramRecord> out;
+  while (st.step()) out.push_back(read_program(st));
+  return out;
+}
+
+}  // namespace evodispatch::results

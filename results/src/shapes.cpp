@@ -1,0 +1,19 @@
+#include <evodispatch/results/shapes.hpp>
+
+#include "access.hpp"
+#include "codec.hpp"
+
+namespace evodispatch::results {
+
+std::int64_t Shapes::upsert(const Shape& s) { return detail::ensure_shape(detail::connection(*db_), s); }
+
+std::optional<std::int64_t> Shapes::find(const Shape& s) const { return detail::find_shape(detail::connection(*db_), s); }
+
+std::optional<Shape> Shapes::get(std::int64_t id) const {
+  sql::Statement st(detail::connection(*db_), "SELECT " + std::string(detail::kShapeColumns) + " FROM shapes WHERE id = ?1");
+  st.bind(1, id);
+  if (st.step()) return detail::read_shape(st, 0);
+  return std::nullopt;
+}
+
+}  // namespace evodispatch::results

@@ -1,0 +1,170 @@
+// End-to-end tests of the evodispatch binary: exit codes, output formats, the database.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/results/database.hpp>
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using namespace evodispatch;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout only; stderr goes to err
+  std::string err;
+};
+
+// Runs the binary with `args` (shell-quoted by the caller), capturing stdout and stderr.
+Result run(const std::string& args) {
+  const fs::path err_file = fs::temp_directory_path() / ("evo_cli_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(EVO_BINARY) + " " + args + " 2>" + err_file.string();
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  fs::remove(err_file);
+  return r;
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+fs::path temp_db(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("evo_cli_" + std::to_string(::getpid()) + "_" + name + ".db");
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(p.string() + suffix);
+  return p;
+}
+
+const fs::path kHostile = fs::path(EVO_SOURCE_DIR) / "tests/heuristics/hostile";
+
+}  // namespace
+
+TEST(Cli, BadUsageExitsTwo) {
+  EXPECT_EQ(run("").code, 2);
+  EXPECT_EQ(run("frobnicate").code, 2);
+  EXPECT_EQ(run("decide").code, 2);  // --policy is required
+  EXPECT_EQ(run("decide --policy fa3 --bogus").code, 2);
+}
+
+TEST(Cli, HelpWorksEverywhere) {
+  for (const char* verb : {"", "env ", "check ", "decide ", "bench "}) {
+    const Result r = run(std::string(verb) + "--help");
+    EXPECT_EQ(r.code, 0) << verb;
+    EXPECT_THAT(r.out, HasSubstr("Usage")) << verb;
+  }
+}
+
+TEST(Cli, EnvReportsProfilesAndGpuStatus) {
+  const Result r = run("env --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["sim_profiles"].size(), 4u);
+  EXPECT_TRUE(j["gpus"].is_array());
+  if (j["gpus"].empty()) EXPECT_FALSE(j["no_gpu_reason"].get<std::string>().empty());
+}
+
+TEST(Cli, DecideJsonCarriesShapeAndDecisionFields) {
+  const Result r = run("decide --policy fa3 --workload paper-safety-160 --device sim:h100-sxm --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto ls = lines(r.out);
+  ASSERT_EQ(ls.size(), 160u);
+  for (const auto& l : ls) {
+    const auto j = nlohmann::json::parse(l);
+    for (const char* f : {"batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim", "dtype", "page_size", "causal",
+                          "num_splits", "pack_gqa", "sm_margin"})
+      EXPECT_TRUE(j.contains(f)) << f << " missing in " << l;
+    EXPECT_GE(j["num_splits"].get<int>(), 1);
+  }
+}
+
+TEST(Cli, DecideUnknownPolicyIsAClearError) {
+  const Result r = run("decide --policy nonsense --workload paper-table1 --device sim:h100-sxm");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("unknown policy 'nonsense'"));
+}
+
+TEST(Cli, DecideBadWorkloadNamesThePath) {
+  const fs::path w = fs::temp_directory_path() / ("evo_cli_bad_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(w) << R"({"shapes": [{"seqlen_k": 512, "h_q": 64, "h_kv": 1}, {"seqlen_k": 1, "h_q": 8, "hkv": 1}]})";
+  const Result r = run("decide --policy fa3 --device sim:h100-sxm --workload " + w.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr(w.string()));
+  EXPECT_THAT(r.err, HasSubstr("$.shapes[1].hkv: unknown field"));
+  fs::remove(w);
+}
+
+TEST(Cli, CheckAcceptsEveryBuiltinPolicy) {
+  for (const char* p : {"fa3", "fa3-kvcache", "fa2", "seq-aware", "flashinfer", "fixed:7"}) {
+    const Result r = run(std::string("check ") + p + " --device sim:h100-sxm");
+    EXPECT_EQ(r.code, 0) << p << ": " << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("ok: ")) << p;
+  }
+}
+
+// Every hostile script: one clear line on stdout or stderr naming the script, exit 1.
+TEST(Cli, CheckRejectsEveryHostileScriptWithOneLine) {
+  int seen = 0;
+  for (const auto& entry : fs::directory_iterator(kHostile)) {
+    if (entry.path().extension() != ".lua") continue;
+    ++seen;
+    const Result r = run("check " + entry.path().string() + " --device sim:h100-sxm --workload paper-table1");
+    EXPECT_EQ(r.code, 1) << entry.path() << "\n" << r.out << r.err;
+    const std::string text = r.out + r.err;
+    EXPECT_EQ(lines(text).size(), 1u) << entry.path() << "\n" << text;
+    EXPECT_THAT(text, HasSubstr(entry.path().filename().string())) << text;
+  }
+  EXPECT_GT(seen, 20);
+}
+
+TEST(Cli, BenchStoresMeasurementsAndReusesThem) {
+  const fs::path db = temp_db("bench");
+  const std::string args = "bench --policy seq-aware --baseline fa3 --workload paper-table1 --device sim:h100-sxm --json --db " + db.string();
+  const Result first = run(args);
+  ASSERT_EQ(first.code, 0) << first.err;
+  const auto j = nlohmann::json::parse(first.out);
+  EXPECT_EQ(j["rows"].size(), 18u);
+  EXPECT_TRUE(j["summary"].contains("geomean_speedup"));
+  for (const auto& row : j["rows"]) {
+    EXPECT_GT(row["median_us"].get<double>(), 0);
+    EXPECT_NEAR(row["speedup"].get<double>(), row["baseline_median_us"].get<double>() / row["median_us"].get<double>(), 1e-9);
+  }
+  const Result second = run(args);
+  ASSERT_EQ(second.code, 0) << second.err;
+  const auto k = nlohmann::json::parse(second.out);
+  EXPECT_EQ(k["rows"], j["rows"]);  // the same stored measurements
+  EXPECT_GT(k["run_id"].get<int>(), j["run_id"].get<int>());
+  const Result text = run("bench --policy seq-aware --baseline fa3 --workload paper-table1 --device sim:h100-sxm --db " + db.string());
+  EXPECT_THAT(text.out, HasSubstr("measured 0, reused"));
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
+}
+
+TEST(Cli, BenchRefusesANewerDatabase) {
+  const fs::path db = temp_db("newer");
+  ASSERT_EQ(run("bench --policy fa3 --workload paper-table1 --device sim:a100 --db " + db.string()).code, 0);
+  results::Database::open(db.string()).execute("PRAGMA user_version = 99");
+  const Result r = run("bench --policy fa3 --workload paper-table1 --device sim:a100 --db " + db.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("schema version 99"));
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
+}
