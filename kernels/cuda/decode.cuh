@@ -1,0 +1,460 @@
+#pragma once
+// Split-KV decode attention (DESIGN.md §3), one kernel per specialisation.
+//
+// Work item = (request b, KV head, split s, head group, m tile). A persistent grid of any
+// size >= 1 walks the items with a static stride; the items that read the same KV bytes
+// (head groups and m tiles of one (b, KV head, split)) are adjacent, so CTAs running at the
+// same time share them through L2.
+//
+// One CTA = WM x WN warps. The CTA's block_m = 16 * WM query rows are split over WM warps
+// (16 rows each, one mma row tile); the block_n keys of each K/V tile are split over WN
+// warps, so every warp runs its own online softmax over its key slice and nothing is
+// exchanged between warps until the end of the item (a FlashDecoding-style split inside
+// the CTA: decode has few rows, so splitting the keys keeps all warps busy).
+//
+// K/V tiles stream through `STAGES` shared-memory stages with 16-byte cp.async; rows past
+// the split are zero-filled, never read. Q K^T and P V run on tensor cores (mma.sync
+// m16n8k16, fp32 accumulation); scores are in log2 units (scale * log2 e) for exp2.
+// Shared tiles are swizzled (16-byte chunk c of row r at c ^ (r % 8)), so ldmatrix and the
+// cp.async stores are free of bank conflicts.
+#include "common.cuh"
+
+namespace evodispatch {
+namespace dev {
+
+template <int D_, int DT_, bool PAGED_, bool PACK_, int BM_, int BN_, int WM_, int WN_, int STAGES_>
+struct DecodeTraits {
+  static constexpr int D = D_, DT = DT_, BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
+  static constexpr bool PAGED = PAGED_, PACK = PACK_;
+  static constexpr int kWarps = WM * WN;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kKeysPerWarp = BN / WN;  // keys of a tile one warp scores
+  static constexpr int kNTiles = kKeysPerWarp / 8;  // n8 score tiles per warp
+  static constexpr int kDTiles = D / 8;         // n8 output tiles per warp
+  static constexpr int kChunks = D / 8;         // 16-byte chunks per K/V/Q row
+  static constexpr int kRowBytes = D * 2;
+  static constexpr int kTileBytes = BN * kRowBytes;
+  // Q fragments stay in registers up to D = 128 (32 registers); at D = 256 they would
+  // push the 128 accumulator registers into spills, so they are re-read from shared memory.
+  static constexpr bool kQInRegs = D <= 128;
+  static constexpr DecodeSmemLayout kSmem = decode_smem_layout(D, BM, BN, WN, STAGES, PAGED);
+  // Splits are cut in blocks of kSplitBlock rows; the pipeline streams tiles of BN rows.
+  static constexpr int kSplitBlock = decode_split_block(D);
+
+  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
+  static_assert(BM == 16 * WM, "one 16-row mma tile per warp row");
+  static_assert(kKeysPerWarp % 16 == 0, "a warp's key slice is whole k16 steps of P x V");
+  static_assert(kChunks % 8 == 0, "the swizzle permutes 8 chunks of a row");
+  static_assert(STAGES >= 2, "at least double buffering");
+  static_assert(kSplitBlock % BN == 0, "a split is whole tiles");
+  static_assert(kThreads >= 64 && kThreads <= 512, "2..16 warps");
+  static_assert(kThreads % kChunks == 0 && BN % (kThreads / kChunks) == 0,
+                "every thread loads the same chunk of the same number of rows");
+  static_assert(kSmem.total <= 227 * 1024, "Hopper gives one CTA at most 227 KiB of shared memory");
+};
+
+// Byte offset of 16-byte chunk `c` of row `r` in a swizzled tile.
+template <int ROW_BYTES>
+__device__ __forceinline__ u32 swz(int r, int c) {
+  return static_cast<u32>(r * ROW_BYTES + ((c ^ (r & 7)) << 4));
+}
+
+template <int D_, int DT_, bool PAGED_, bool PACK_, int BM_, int BN_, int WM_, int WN_, int STAGES_>
+__global__ void __launch_bounds__(32 * WM_ * WN_, 1)
+    decode_kernel(const __grid_constant__ DecodeParams p) {
+  using Tr = DecodeTraits<D_, DT_, PAGED_, PACK_, BM_, BN_, WM_, WN_, STAGES_>;
+  constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, WN = Tr::WN, STAGES = Tr::STAGES;
+  constexpr int kThreads = Tr::kThreads, kChunks = Tr::kChunks, kRowBytes = Tr::kRowBytes;
+  constexpr int KPW = Tr::kKeysPerWarp, NT = Tr::kNTiles, DTL = Tr::kDTiles;
+  constexpr int kOStride = decode_reduce_row_floats(D);
+  constexpr int kRowsPerPass = kThreads / kChunks, kLoadIters = BN / kRowsPerPass;
+  using E = Elem<DT_>;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* const q_smem = smem + Tr::kSmem.q;
+  int2* const table = reinterpret_cast<int2*>(smem + Tr::kSmem.table);
+  float* const stat_m = reinterpret_cast<float*>(smem + Tr::kSmem.stats);  // [WN][BM]
+  float* const stat_l = stat_m + WN * BM;                                   // [WN][BM]
+  float* const row_inv_l = stat_l + WN * BM;                                // [BM]
+  float* const row_lse = row_inv_l + BM;                                    // [BM]
+  unsigned char* const tiles = smem + Tr::kSmem.tiles;
+  float* const o_red = reinterpret_cast<float*>(smem + Tr::kSmem.reduce);  // [WN][BM][kOStride]
+  const u32 q_base = smem_u32(q_smem);
+  const u32 tiles_base = smem_u32(tiles);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / WN, warp_n = warp % WN;
+  const int g = lane >> 2, t4 = lane & 3;
+  const float c = p.scale_log2;
+  const int rows = p.rows_per_group;
+  const int HG = p.heads_per_group;
+
+  for (int item = blockIdx.x; item < p.num_work_items; item += gridDim.x) {
+    // ---- Which work: the innermost indices share the KV bytes (see the file comment).
+    int rest = item;
+    const int mt = rest % p.m_tiles;
+    rest /= p.m_tiles;
+    const int hg = rest % p.groups_per_kv_head;
+    rest /= p.groups_per_kv_head;
+    const int split = rest % p.num_splits;
+    rest /= p.num_splits;
+    const int kvh = rest % p.h_kv;
+    const int b = rest / p.h_kv;
+    const int head0 = kvh * p.qpk + hg * HG;  // first query head of the group
+    const int row0 = mt * BM;                 // first group row of this tile
+
+    // Split s covers KV blocks [s * bps, (s + 1) * bps) of this request, bps = ceil(nblk / S).
+    const int len = p.cache_seqlens[b];
+    constexpr int SB = Tr::kSplitBlock;
+    const int nblk = (len + SB - 1) / SB;
+    const int bps = (nblk + p.num_splits - 1) / p.num_splits;
+    const int k_begin = min(len, split * bps * SB);
+    const int k_end = min(len, (split + 1) * bps * SB);
+    const int n_tiles = (k_end - k_begin + BN - 1) / BN;
+
+    if (n_tiles == 0 && p.num_splits > 1) {
+      // Empty split: LSE = -inf tells the combine to skip this split's O, which is
+      // therefore not written (at 256 splits that saves megabytes of zero stores).
+      for (int r = tid; r < BM; r += kThreads) {
+        const int gr = row0 + r;
+        if (gr >= rows) continue;
+        const int i = gr / HG, head = head0 + gr % HG;
+        p.lse_partial[((static_cast<i64>(split) * p.batch + b) * p.h_q + head) * p.seqlen_q + i] = neg_inf();
+      }
+      continue;
+    }
+
+    // ---- Per-thread rows: g and g + 8 of the warp's 16, with their last visible key.
+    // Key j is visible to token i iff j < k_end and (not causal or j <= len - Lq + i).
+    auto key_limit = [&](int r) {
+      const int gr = row0 + r;
+      if (gr >= rows) return 0;  // padding row: sees nothing
+      const int i = gr / HG;
+      return p.causal ? min(k_end, len - p.seqlen_q + i + 1) : k_end;
+    };
+    const int r_lo = warp_m * 16 + g, r_hi = r_lo + 8;
+    const int lim_lo = key_limit(r_lo), lim_hi = key_limit(r_hi);
+    // Tiles ending at or before this key need no mask for any row of the CTA.
+    const int mask_from = p.causal ? min(k_end, len - p.seqlen_q + 1) : k_end;
+    // A warp whose 16 rows are all padding skips the math (it still loads and syncs).
+    const bool warp_active = row0 + warp_m * 16 < rows;
+
+    const char* const kg = static_cast<const char*>(p.k);
+    const char* const vg = static_cast<const char*>(p.v);
+    const int* const pt = PAGED_ ? p.page_table + b * p.page_table_batch_stride : nullptr;
+
+    // Page id and row in page of key j (-1: past the split, zero-filled).
+    auto lookup = [&](int j) -> int2 {
+      if (j >= k_end) return make_int2(-1, 0);
+      return make_int2(pt[j / p.page_size], j % p.page_size);
+    };
+
+    // Issue the cp.async copies of K/V tile `tile` into its stage; past n_tiles, nothing
+    // (the caller still commits an empty group so the group count stays uniform). Thread
+    // `tid` copies chunk tid % kChunks of rows tid / kChunks + it * kRowsPerPass.
+    auto load_tile = [&](int tile) {
+      if (tile >= n_tiles) return;
+      const int stage = tile % STAGES;
+      const u32 k_dst = tiles_base + stage * 2 * Tr::kTileBytes;
+      const u32 v_dst = k_dst + Tr::kTileBytes;
+      const int kt0 = k_begin + tile * BN;
+      const int r0 = tid / kChunks, ch = tid % kChunks;
+      if constexpr (!PAGED_) {
+        // One 64-bit pointer per tensor, bumped by a fixed step: few registers.
+        const char* kp = kg + 2 * (b * p.k_batch_stride + static_cast<i64>(kt0 + r0) * p.k_row_stride +
+                                   kvh * p.k_head_stride + ch * 8);
+        const char* vp = vg + 2 * (b * p.v_batch_stride + static_cast<i64>(kt0 + r0) * p.v_row_stride +
+                                   kvh * p.v_head_stride + ch * 8);
+        const i64 k_step = 2 * kRowsPerPass * p.k_row_stride, v_step = 2 * kRowsPerPass * p.v_row_stride;
+#pragma unroll
+        for (int it = 0; it < kLoadIters; ++it) {
+          const int r = r0 + it * kRowsPerPass;
+          const bool valid = kt0 + r < k_end;
+          cp_async_16(k_dst + swz<kRowBytes>(r, ch), valid ? kp : kg, valid);
+          cp_async_16(v_dst + swz<kRowBytes>(r, ch), valid ? vp : vg, valid);
+          kp += k_step;
+          vp += v_step;
+        }
+      } else {
+        const i64 k_col = kvh * p.k_head_stride + ch * 8, v_col = kvh * p.v_head_stride + ch * 8;
+#pragma unroll
+        for (int it = 0; it < kLoadIters; ++it) {
+          const int r = r0 + it * kRowsPerPass;
+          const int2 e = table[stage * BN + r];
+          const bool valid = e.x >= 0;
+          const i64 k_off = e.x * p.k_batch_stride + e.y * p.k_row_stride + k_col;
+          const i64 v_off = e.x * p.v_batch_stride + e.y * p.v_row_stride + v_col;
+          cp_async_16(k_dst + swz<kRowBytes>(r, ch), valid ? kg + 2 * k_off : kg, valid);
+          cp_async_16(v_dst + swz<kRowBytes>(r, ch), valid ? vg + 2 * v_off : vg, valid);
+        }
+      }
+    };
+
+    // ---- Prologue: Q (joins tile 0's group), the page ids of the first STAGES tiles,
+    // then tiles 0 .. STAGES-2 in flight.
+    {
+      const char* const qg = static_cast<const char*>(p.q);
+      for (int x = tid; x < BM * kChunks; x += kThreads) {
+        const int r = x / kChunks, ch = x % kChunks;
+        const int gr = row0 + r;
+        const bool valid = gr < rows;
+        const int i = valid ? gr / HG : 0, head = valid ? head0 + gr % HG : 0;
+        const i64 off = b * p.q_batch_stride + i * p.q_row_stride + head * p.q_head_stride + ch * 8;
+        cp_async_16(q_base + swz<kRowBytes>(r, ch), valid ? qg + 2 * off : qg, valid);
+      }
+    }
+    if constexpr (PAGED_) {
+      for (int x = tid; x < STAGES * BN; x += kThreads)
+        table[x] = lookup(k_begin + (x / BN) * BN + x % BN);
+      __syncthreads();
+    }
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      load_tile(s);
+      cp_async_commit();
+    }
+
+    // ---- Accumulators: this warp's 16 rows over its key slice.
+    float o[DTL][4];
+#pragma unroll
+    for (int d = 0; d < DTL; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+    float m_lo = neg_inf(), m_hi = neg_inf();  // running max of raw scores
+    float l_lo = 0.f, l_hi = 0.f;              // this lane's part of the running sum
+    u32 qf[Tr::kQInRegs ? D / 16 : 1][4];
+
+    // ldmatrix lane addressing (see common.cuh for the fragment layouts):
+    //   A (Q) and trans-B (V): row (l % 8) + 8 * ((l / 8) % 2), chunk c0 + l / 16;
+    //   B (K):                 row (l % 8) + 8 * (l / 16),      chunk c0 + (l / 8) % 2.
+    // Every row base is a multiple of 8, so the swizzle only sees l % 8, and with c0 even
+    // the swizzled chunk is (c0 & ~7) + ((c0 & 7 | lane part) ^ (l % 8)): four per-lane
+    // offsets (c0 & 7 = 0, 2, 4, 6) plus a compile-time immediate cover every fragment.
+    u32 a_off[4], b_off[4];
+    {
+      const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_ch = lane >> 4;
+      const int k_row = (lane & 7) + (lane >> 4) * 8, k_ch = (lane >> 3) & 1;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        a_off[q] = swz<kRowBytes>(a_row, 2 * q + a_ch);
+        b_off[q] = swz<kRowBytes>(k_row, 2 * q + k_ch);
+      }
+    }
+    // Fragment address: rows [row, row + 16), chunks [ch, ch + 2) (row % 8 == 0, ch even).
+    auto frag_a = [&](u32 base, int row, int ch) { return base + row * kRowBytes + (ch & ~7) * 16 + a_off[(ch & 7) >> 1]; };
+    auto frag_b = [&](u32 base, int row, int ch) { return base + row * kRowBytes + (ch & ~7) * 16 + b_off[(ch & 7) >> 1]; };
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+      // Page ids of the tile STAGES ahead: loaded now, stored after the math, so the
+      // page-table latency hides behind this tile's work.
+      int2 pend[PAGED_ ? (BN + kThreads - 1) / kThreads : 1];
+      if constexpr (PAGED_) {
+#pragma unroll
+        for (int k = 0; k < (BN + kThreads - 1) / kThreads; ++k) {
+          const int r = tid + k * kThreads;
+          pend[k] = r < BN ? lookup(k_begin + (tile + STAGES) * BN + r) : make_int2(-1, 0);
+        }
+      }
+
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();  // tile `tile` visible to all; everyone is done with tile - 1's stage
+      load_tile(tile + STAGES - 1);
+      cp_async_commit();
+
+      if (warp_active) {
+        if constexpr (Tr::kQInRegs) {
+          if (tile == 0) {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+              ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), qf[kk][0], qf[kk][1], qf[kk][2],
+                      qf[kk][3]);
+          }
+        }
+        const u32 k_tile = tiles_base + (tile % STAGES) * 2 * Tr::kTileBytes;
+        const u32 v_tile = k_tile + Tr::kTileBytes;
+        const int key0 = warp_n * KPW;  // this warp's first key in the tile
+
+        // S = Q K^T over the warp's KPW keys.
+        float s[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          u32 a[4];
+          if constexpr (Tr::kQInRegs) {
+            a[0] = qf[kk][0], a[1] = qf[kk][1], a[2] = qf[kk][2], a[3] = qf[kk][3];
+          } else {
+            ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), a[0], a[1], a[2], a[3]);
+          }
+#pragma unroll
+          for (int n = 0; n < NT; n += 2) {
+            u32 b0, b1, b2, b3;
+            ldsm_x4(frag_b(k_tile, key0 + n * 8, 2 * kk), b0, b1, b2, b3);
+            E::mma(s[n], a, b0, b1);
+            E::mma(s[n + 1], a, b2, b3);
+          }
+        }
+
+        // Mask keys a row may not see (only tiles that reach the split end or the causal edge).
+        const int kt0 = k_begin + tile * BN;
+        if (kt0 + BN > mask_from) {
+#pragma unroll
+          for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int j = kt0 + key0 + n * 8 + 2 * t4 + e;
+              if (j >= lim_lo) s[n][e] = neg_inf();
+              if (j >= lim_hi) s[n][2 + e] = neg_inf();
+            }
+        }
+
+        // Online softmax in log2 units. A row with nothing visible yet keeps max -inf;
+        // its exp2 base is then 0 so that exp2(-inf - base) = 0 instead of NaN.
+        float mx_lo = m_lo, mx_hi = m_hi;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          mx_lo = fmaxf(mx_lo, fmaxf(s[n][0], s[n][1]));
+          mx_hi = fmaxf(mx_hi, fmaxf(s[n][2], s[n][3]));
+        }
+        mx_lo = quad_max(mx_lo);
+        mx_hi = quad_max(mx_hi);
+        const float base_lo = mx_lo == neg_inf() ? 0.f : mx_lo * c;
+        const float base_hi = mx_hi == neg_inf() ? 0.f : mx_hi * c;
+        const float alpha_lo = fast_exp2(m_lo * c - base_lo);
+        const float alpha_hi = fast_exp2(m_hi * c - base_hi);
+        m_lo = mx_lo;
+        m_hi = mx_hi;
+        float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          s[n][0] = fast_exp2(fmaf(s[n][0], c, -base_lo));
+          s[n][1] = fast_exp2(fmaf(s[n][1], c, -base_lo));
+          s[n][2] = fast_exp2(fmaf(s[n][2], c, -base_hi));
+          s[n][3] = fast_exp2(fmaf(s[n][3], c, -base_hi));
+          sum_lo += s[n][0] + s[n][1];
+          sum_hi += s[n][2] + s[n][3];
+        }
+        l_lo = l_lo * alpha_lo + sum_lo;
+        l_hi = l_hi * alpha_hi + sum_hi;
+#pragma unroll
+        for (int d = 0; d < DTL; ++d) {
+          o[d][0] *= alpha_lo, o[d][1] *= alpha_lo;
+          o[d][2] *= alpha_hi, o[d][3] *= alpha_hi;
+        }
+
+        // O += P V: two adjacent n8 score tiles form one k16 A fragment of P.
+#pragma unroll
+        for (int kk = 0; kk < KPW / 16; ++kk) {
+          u32 a[4];
+          a[0] = E::pack(s[2 * kk][0], s[2 * kk][1]);
+          a[1] = E::pack(s[2 * kk][2], s[2 * kk][3]);
+          a[2] = E::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+          a[3] = E::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+          for (int d = 0; d < DTL; d += 2) {
+            u32 b0, b1, b2, b3;
+            ldsm_x4_trans(frag_a(v_tile, key0 + kk * 16, d), b0, b1, b2, b3);
+            E::mma(o[d], a, b0, b1);
+            E::mma(o[d + 1], a, b2, b3);
+          }
+        }
+      }
+
+      if constexpr (PAGED_) {
+        // Slot tile % STAGES held this tile's page ids, consumed when it was issued.
+#pragma unroll
+        for (int k = 0; k < (BN + kThreads - 1) / kThreads; ++k) {
+          const int r = tid + k * kThreads;
+          if (r < BN) table[(tile % STAGES) * BN + r] = pend[k];
+        }
+      }
+    }
+
+    // ---- Epilogue: merge the WN key slices of each row, normalise, write.
+    cp_async_wait<0>();
+    l_lo = quad_sum(l_lo);
+    l_hi = quad_sum(l_hi);
+    if (t4 == 0) {
+      stat_m[warp_n * BM + r_lo] = m_lo, stat_l[warp_n * BM + r_lo] = l_lo;
+      stat_m[warp_n * BM + r_hi] = m_hi, stat_l[warp_n * BM + r_hi] = l_hi;
+    }
+    __syncthreads();  // statistics visible; every warp is past its last tile (stages free)
+
+    auto merge_row = [&](int r, float m_own, float& scale_own) {
+      float mx = neg_inf();
+#pragma unroll
+      for (int w = 0; w < WN; ++w) mx = fmaxf(mx, stat_m[w * BM + r]);
+      float l = 0.f;
+      if (mx != neg_inf()) {
+#pragma unroll
+        for (int w = 0; w < WN; ++w) l += stat_l[w * BM + r] * fast_exp2((stat_m[w * BM + r] - mx) * c);
+      }
+      scale_own = mx == neg_inf() ? 0.f : fast_exp2((m_own - mx) * c);
+      if (warp_n == 0 && t4 == 0) {
+        row_inv_l[r] = l > 0.f ? 1.f / l : 0.f;
+        // Natural-log LSE of the raw scaled scores: (max * scale * log2 e + log2 l) * ln 2.
+        row_lse[r] = l > 0.f ? (mx * c + fast_log2(l)) * 0.69314718055994531f : neg_inf();
+      }
+    };
+    float sc_lo, sc_hi;
+    merge_row(r_lo, m_lo, sc_lo);
+    merge_row(r_hi, m_hi, sc_hi);
+    {
+      float* const lo = o_red + (warp_n * BM + r_lo) * kOStride + 2 * t4;
+      float* const hi = o_red + (warp_n * BM + r_hi) * kOStride + 2 * t4;
+#pragma unroll
+      for (int d = 0; d < DTL; ++d) {
+        *reinterpret_cast<float2*>(lo + d * 8) = make_float2(o[d][0] * sc_lo, o[d][1] * sc_lo);
+        *reinterpret_cast<float2*>(hi + d * 8) = make_float2(o[d][2] * sc_hi, o[d][3] * sc_hi);
+      }
+    }
+    __syncthreads();
+
+    // Each thread writes 8 consecutive elements of one row: 16-byte stores of the output
+    // (two of the fp32 partial), rows of one head contiguous across threads.
+    for (int x = tid; x < BM * kChunks; x += kThreads) {
+      const int r = x / kChunks, ch = x % kChunks;
+      const int gr = row0 + r;
+      if (gr >= rows) continue;
+      const int i = gr / HG, head = head0 + gr % HG;
+      float acc[8];
+      {
+        const float4 u = *reinterpret_cast<const float4*>(o_red + r * kOStride + ch * 8);
+        const float4 v = *reinterpret_cast<const float4*>(o_red + r * kOStride + ch * 8 + 4);
+        acc[0] = u.x, acc[1] = u.y, acc[2] = u.z, acc[3] = u.w, acc[4] = v.x, acc[5] = v.y, acc[6] = v.z, acc[7] = v.w;
+      }
+#pragma unroll
+      for (int w = 1; w < WN; ++w) {
+        const float* src = o_red + (w * BM + r) * kOStride + ch * 8;
+        const float4 u = *reinterpret_cast<const float4*>(src);
+        const float4 v = *reinterpret_cast<const float4*>(src + 4);
+        acc[0] += u.x, acc[1] += u.y, acc[2] += u.z, acc[3] += u.w;
+        acc[4] += v.x, acc[5] += v.y, acc[6] += v.z, acc[7] += v.w;
+      }
+      const float inv = row_inv_l[r];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] *= inv;
+      if (p.num_splits == 1) {
+        const i64 off = b * p.out_batch_stride + i * p.out_row_stride + head * p.out_head_stride + ch * 8;
+        store_16(static_cast<char*>(p.out) + 2 * off, E::pack(acc[0], acc[1]), E::pack(acc[2], acc[3]),
+                 E::pack(acc[4], acc[5]), E::pack(acc[6], acc[7]));
+      } else {
+        float* dst = p.o_partial + (((static_cast<i64>(split) * p.batch + b) * p.seqlen_q + i) * p.h_q + head) * D + ch * 8;
+        *reinterpret_cast<float4*>(dst) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        *reinterpret_cast<float4*>(dst + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      }
+    }
+    for (int r = tid; r < BM; r += kThreads) {
+      const int gr = row0 + r;
+      if (gr >= rows) continue;
+      const int i = gr / HG, head = head0 + gr % HG;
+      if (p.num_splits == 1) {
+        if (p.lse) p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + i] = row_lse[r];
+      } else {
+        p.lse_partial[((static_cast<i64>(split) * p.batch + b) * p.h_q + head) * p.seqlen_q + i] = row_lse[r];
+      }
+    }
+    __syncthreads();  // the next item reuses Q, the table and the stages
+  }
+}
+
+}  // namespace dev
+}  // namespace evodispatch

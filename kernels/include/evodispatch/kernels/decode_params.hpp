@@ -1,0 +1,101 @@
+#pragma once
+// The decode kernels' parameter block and shared-memory layout, shared by the host (g++)
+// and the device (NVRTC, which embeds this file by its base name). Plain fields and
+// constexpr arithmetic only: no includes, no std::, so both compilers see one definition
+// and the host can never disagree with the kernel about a byte offset.
+
+#if defined(__CUDACC__)
+#define EVO_HD __host__ __device__
+#else
+#define EVO_HD
+#endif
+
+namespace evodispatch {
+
+// Element type of q, k, v and out (the template argument of the kernels).
+enum DecodeDtype : int { kDtypeBf16 = 0, kDtypeFp16 = 1 };
+
+// Threads of one combine CTA (DecodeParams is shared by both kernels).
+constexpr int kCombineThreads = 128;
+
+// One decode-attention call. Strides are in elements; the innermost (head_dim) dimension
+// must be contiguous and every row 16-byte aligned (the kernels load 16 bytes at a time).
+struct DecodeParams {
+  // Inputs.
+  const void* q;              // [B, Lq, Hq, D]
+  const void* k;              // [B, Lk_max, Hkv, D] contiguous, [num_pages, page_size, Hkv, D] paged
+  const void* v;              // as k
+  const int* cache_seqlens;   // [B]: keys of request b, the Lq new tokens included
+  const int* page_table;      // [B, max_pages] (paged only)
+
+  // Outputs.
+  void* out;                  // [B, Lq, Hq, D] in the input dtype
+  float* lse;                 // [B, Hq, Lq] natural-log sum of exp, or null
+  float* o_partial;           // [num_splits, B, Lq, Hq, D] fp32, dense (num_splits > 1)
+  float* lse_partial;         // [num_splits, B, Hq, Lq] fp32, dense (num_splits > 1)
+
+  long long q_batch_stride, q_row_stride, q_head_stride;
+  long long k_batch_stride, k_row_stride, k_head_stride;  // batch stride = page stride when paged
+  long long v_batch_stride, v_row_stride, v_head_stride;
+  long long out_batch_stride, out_row_stride, out_head_stride;
+  long long lse_batch_stride, lse_head_stride;  // the Lq dimension is contiguous
+  long long page_table_batch_stride;
+
+  int batch, seqlen_q, h_q, h_kv, qpk;  // qpk = h_q / h_kv
+  int page_size;                         // 0 = contiguous
+  int causal;                            // 1: token i of Lq sees keys [0, len - Lq + i]
+  int num_splits;                        // 1..256; 1 writes `out` directly
+
+  // Work decomposition, filled by the host (see kernel_spec.hpp: decode_params_for).
+  // A head group is the set of query heads one CTA serves: all qpk heads of a KV head
+  // with pack_gqa, one head without. Its rows are (token i, head h) with
+  // row = i * heads_per_group + h, tiled by block_m into m_tiles.
+  int heads_per_group;     // pack_gqa ? qpk : 1
+  int groups_per_kv_head;  // pack_gqa ? 1 : qpk
+  int rows_per_group;      // heads_per_group * seqlen_q
+  int m_tiles;             // ceil(rows_per_group / block_m)
+  int num_work_items;      // batch * h_kv * num_splits * groups_per_kv_head * m_tiles
+
+  float softmax_scale;
+  float scale_log2;        // softmax_scale * log2(e): scores go through exp2
+};
+
+// Byte offsets of the decode kernel's dynamic shared memory, one 128-byte aligned region
+// each: the Q tile, the page-id table (paged only), per-row softmax statistics, and a
+// union of the K/V pipeline stages with the cross-warp reduction buffer (used only after
+// the last stage is consumed).
+struct DecodeSmemLayout {
+  int q;       // block_m x D elements, swizzled
+  int table;   // stages x block_n x (page, row in page) ints
+  int stats;   // warps_n x block_m (m, l) + block_m (1/l, lse) floats
+  int tiles;   // stages x (K tile, V tile), each block_n x D elements, swizzled
+  int reduce;  // warps_n x block_m x (D + 8) floats, aliases `tiles`
+  int total;
+};
+
+// KV rows per split block (DESIGN.md §2: split s covers blocks [s * bps, (s + 1) * bps)).
+// Must equal builtin_block_n() of the dispatch contract (a test checks it); the kernel's
+// own K/V tile (block_n of KernelSpec) divides it.
+EVO_HD constexpr int decode_split_block(int head_dim) { return head_dim <= 128 ? 128 : 64; }
+
+EVO_HD constexpr int evo_align128(int bytes) { return (bytes + 127) / 128 * 128; }
+
+// Floats per row of the reduction buffer: the +8 keeps the float2 stores of an mma
+// accumulator fragment free of bank conflicts.
+EVO_HD constexpr int decode_reduce_row_floats(int head_dim) { return head_dim + 8; }
+
+EVO_HD constexpr DecodeSmemLayout decode_smem_layout(int head_dim, int block_m, int block_n, int warps_n,
+                                                     int stages, bool paged) {
+  DecodeSmemLayout l{};
+  l.q = 0;
+  l.table = l.q + evo_align128(block_m * head_dim * 2);
+  l.stats = l.table + (paged ? evo_align128(stages * block_n * 8) : 0);
+  l.tiles = l.stats + evo_align128((2 * warps_n * block_m + 2 * block_m) * 4);
+  l.reduce = l.tiles;
+  const int tiles_bytes = stages * 2 * block_n * head_dim * 2;
+  const int reduce_bytes = warps_n * block_m * decode_reduce_row_floats(head_dim) * 4;
+  l.total = l.tiles + evo_align128(tiles_bytes > reduce_bytes ? tiles_bytes : reduce_bytes);
+  return l;
+}
+
+}  // namespace evodispatch

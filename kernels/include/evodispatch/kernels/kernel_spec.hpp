@@ -1,0 +1,85 @@
+#pragma once
+// One specialisation of the decode or combine kernel (kernels/cuda/*.cuh): the template
+// arguments NVRTC instantiates, the resources a launch needs, and the list of every
+// specialisation the runner may ask for (all of them compile in CI, without a GPU).
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <evodispatch/heuristics/contract.hpp>
+#include <evodispatch/kernels/decode_params.hpp>
+
+namespace evodispatch {
+
+enum class KernelKind { decode, combine };
+
+struct KernelSpec {
+  KernelKind kind = KernelKind::decode;
+  int head_dim = 128;      // 64, 128 or 256
+  Dtype dtype = Dtype::bf16;
+  // Decode only (a combine spec leaves them at these defaults).
+  bool paged = false;
+  bool pack_gqa = false;
+  int block_m = 16;        // query rows per CTA = 16 * warps_m
+  int block_n = 64;        // KV rows per pipeline tile; divides the split block, builtin_block_n(head_dim)
+  int warps_m = 1;         // warps along the query rows (16 rows each)
+  int warps_n = 4;         // warps along the keys of a tile (each its own online softmax)
+  int stages = 3;          // K/V tiles in flight (cp.async pipeline depth)
+
+  int warps() const;
+  int threads() const;
+  // Dynamic shared memory per CTA (decode_smem_layout), 0 for the combine kernel.
+  int smem_bytes() const;
+  // Query rows one CTA holds: block_m for decode; rows merged per combine CTA (a grid
+  // loop may give a CTA several such groups).
+  int rows_per_cta() const;
+
+  // e.g. "decode_d128_bf16_contig_pack_m16n128_w1x4_s3", "combine_d128_bf16".
+  std::string name() const;
+  // The template instantiation, as NVRTC's name expression (and lowered-name lookup) wants it.
+  std::string kernel_expression() const;
+  // The NVRTC translation unit: it includes the embedded kernel header.
+  std::string source() const;
+  // Options for nvrtcCompileProgram; `arch` is an exact target such as "sm_90a".
+  std::vector<std::string> nvrtc_options(std::string_view arch) const;
+
+  bool operator==(const KernelSpec&) const = default;
+};
+
+// Why the spec cannot be built (unsupported head_dim, dtype, tiling, shared memory over
+// 227 KiB), or an empty string.
+std::string spec_error(const KernelSpec&);
+
+// The decode specialisation for a shape and a pack_gqa choice, throughput tiling: block_m
+// 16 when the CTA's rows (qpk * Lq packed, Lq unpacked) fit one mma tile, else 64 (4 x 2
+// warps, rows tiled over m). Throws InputError for fp8 or an unsupported head_dim.
+KernelSpec spec_for(const Shape&, bool pack_gqa);
+
+// The specialisation the runner launches for a decision on a device of `num_sms` SMs
+// (the plan's KernelResources should come from it). Beyond spec_for it weighs the grid:
+// packed rows are tiled by 16 (more CTAs, each re-reading the group's KV through L2)
+// while the 16-row work items fit in one wave of num_sms - sm_margin SMs, by 64
+// otherwise; and at D = 128, when every work item has an SM to itself, it streams
+// 128-row tiles (one CTA per SM, half the per-tile latency) instead of 64-row tiles
+// (two CTAs per SM). Deterministic in (shape, decision, num_sms).
+KernelSpec spec_for(const Shape&, const Decision&, int num_sms);
+KernelSpec combine_spec_for(const Shape&);
+
+// Every specialisation the runner may need: decode for each head_dim x dtype x layout x
+// (unpacked m16, packed m16, packed m64), plus the 128-row-tile m16 variants at D = 128,
+// and combine for each head_dim x dtype.
+std::vector<KernelSpec> all_kernel_specs();
+
+// The launch-independent part of the parameters for a dense call: dimensions, the work
+// decomposition and the strides of dense q/out [B, Lq, Hq, D], k/v [B, Lk_max, Hkv, D]
+// (contiguous, lk_max = shape.seqlen_k) or [num_pages, page_size, Hkv, D] (paged), page
+// table [B, max_pages] and lse [B, Hq, Lq]. Pointers are left null for the caller.
+// `decision` is resolved first (pack_gqa default); its pack_gqa must match `spec`.
+DecodeParams decode_params_for(const Shape&, const Decision&, const KernelSpec&, int max_pages = 0);
+
+// Workspace of a split call: fp32 partial O and LSE, dense, per DecodeParams' comments.
+std::int64_t o_partial_floats(const Shape&, int num_splits);
+std::int64_t lse_partial_floats(const Shape&, int num_splits);
+
+}  // namespace evodispatch

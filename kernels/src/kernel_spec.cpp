@@ -1,0 +1,230 @@
+#include <evodispatch/kernels/kernel_spec.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+namespace evodispatch {
+
+namespace {
+
+int dtype_id(Dtype d) { return d == Dtype::fp16 ? kDtypeFp16 : kDtypeBf16; }
+
+bool supported_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+
+// The decode tiling. Measured on an H100 (bf16, D = 128): three stages of 64-row tiles
+// (~100 KiB) let two CTAs share an SM, so one streams while the other is in its prologue
+// or epilogue: 194 us instead of 239 us for B=17 x 8 KV heads x 8K keys (136 CTAs on 132
+// SMs). When every CTA has an SM to itself the per-tile latency dominates instead, and
+// 128-row tiles (half the tiles, 1 CTA per SM) win: 7.2 us instead of 8.5 us for B=1,
+// Lk=512, 64 query heads unpacked. `latency` picks the latter at D = 128 (D = 64 gets
+// 128-row tiles and two CTAs anyway; at D = 256 a warp needs 64-row tiles to have 16 keys).
+// The 64-row variants use 256 threads of ~230 registers, one CTA per SM whatever the
+// tile, so they always stream 128-row tiles where the split block allows.
+KernelSpec decode_spec(int head_dim, Dtype dtype, bool paged, bool pack_gqa, int block_m, bool latency) {
+  KernelSpec s;
+  s.kind = KernelKind::decode;
+  s.head_dim = head_dim;
+  s.dtype = dtype;
+  s.paged = paged;
+  s.pack_gqa = pack_gqa;
+  s.block_m = block_m;
+  s.block_n = head_dim == 256 ? 64 : head_dim == 64 || latency || block_m > 16 ? 128 : 64;
+  s.warps_m = block_m / 16;
+  s.warps_n = block_m == 16 ? 4 : 2;  // the warps of a row tile split each K/V tile's keys
+  s.stages = 3;
+  return s;
+}
+
+KernelSpec combine_spec(int head_dim, Dtype dtype) {
+  KernelSpec s;
+  s.kind = KernelKind::combine;
+  s.head_dim = head_dim;
+  s.dtype = dtype;
+  return s;
+}
+
+}  // namespace
+
+int KernelSpec::warps() const { return kind == KernelKind::decode ? warps_m * warps_n : kCombineThreads / 32; }
+
+int KernelSpec::threads() const { return 32 * warps(); }
+
+int KernelSpec::smem_bytes() const {
+  if (kind == KernelKind::combine) return 0;
+  return decode_smem_layout(head_dim, block_m, block_n, warps_n, stages, paged).total;
+}
+
+int KernelSpec::rows_per_cta() const {
+  if (kind == KernelKind::combine) return kCombineThreads / (head_dim / 8);
+  return block_m;
+}
+
+std::string KernelSpec::name() const {
+  const std::string d = "d" + std::to_string(head_dim) + "_" + std::string(to_string(dtype));
+  if (kind == KernelKind::combine) return "combine_" + d;
+  return "decode_" + d + (paged ? "_paged" : "_contig") + (pack_gqa ? "_pack" : "_nopack") + "_m" +
+         std::to_string(block_m) + "n" + std::to_string(block_n) + "_w" + std::to_string(warps_m) + "x" +
+         std::to_string(warps_n) + "_s" + std::to_string(stages);
+}
+
+std::string KernelSpec::kernel_expression() const {
+  const std::string dt = std::to_string(dtype_id(dtype));
+  if (kind == KernelKind::combine)
+    return "evodispatch::dev::combine_kernel<" + std::to_string(head_dim) + ", " + dt + ">";
+  auto b = [](bool v) { return v ? std::string("true") : std::string("false"); };
+  return "evodispatch::dev::decode_kernel<" + std::to_string(head_dim) + ", " + dt + ", " + b(paged) + ", " +
+         b(pack_gqa) + ", " + std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
+         std::to_string(warps_m) + ", " + std::to_string(warps_n) + ", " + std::to_string(stages) + ">";
+}
+
+std::string KernelSpec::source() const {
+  return kind == KernelKind::combine ? "#include \"combine.cuh\"\n" : "#include \"decode.cuh\"\n";
+}
+
+std::vector<std::string> KernelSpec::nvrtc_options(std::string_view arch) const {
+  return {
+      "--gpu-architecture=" + std::string(arch),
+      "-std=c++17",
+      // Registers, spills, stack and shared memory land in the program log (ResourceReport).
+      "--ptxas-options=-v",
+      // Source lines in the cubin for profilers; no effect on the code generated.
+      "-lineinfo",
+  };
+}
+
+std::string spec_error(const KernelSpec& s) {
+  if (!supported_head_dim(s.head_dim)) return "head_dim " + std::to_string(s.head_dim) + " is not 64, 128 or 256";
+  if (s.dtype != Dtype::bf16 && s.dtype != Dtype::fp16)
+    return "dtype " + std::string(to_string(s.dtype)) + " has no kernel yet";
+  if (s.kind == KernelKind::combine) return "";
+  if (s.warps_m < 1 || s.warps_n < 1 || s.warps() > 16) return "warps must be 1..16";
+  if (s.block_m != 16 * s.warps_m) return "block_m must be 16 * warps_m";
+  if (s.block_n < 16 || builtin_block_n(s.head_dim) % s.block_n != 0)
+    return "block_n must divide the split granularity " + std::to_string(builtin_block_n(s.head_dim));
+  if (s.block_n % (16 * s.warps_n) != 0) return "block_n must be a multiple of 16 * warps_n";
+  if (s.stages < 2 || s.stages > 8) return "stages must be 2..8";
+  const int chunks = s.head_dim / 8;
+  if (s.threads() % chunks != 0 || s.block_n % (s.threads() / chunks) != 0)
+    return "threads must load whole K/V rows";
+  if (s.smem_bytes() > 227 * 1024)
+    return "needs " + std::to_string(s.smem_bytes()) + " bytes of shared memory, more than 227 KiB";
+  return "";
+}
+
+namespace {
+void check_supported(const Shape& shape) {
+  if (!supported_head_dim(shape.head_dim))
+    throw InputError("shape.head_dim: no kernel for " + std::to_string(shape.head_dim) + " (64, 128, 256)");
+  if (shape.dtype == Dtype::fp8) throw InputError("shape.dtype: fp8 has no kernel yet");
+}
+int rows_of(const Shape& shape, bool pack_gqa) {
+  const int qpk = shape.h_kv > 0 ? shape.h_q / shape.h_kv : 1;
+  return pack_gqa ? qpk * shape.seqlen_q : shape.seqlen_q;
+}
+}  // namespace
+
+KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
+  check_supported(shape);
+  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack_gqa, rows_of(shape, pack_gqa) <= 16 ? 16 : 64,
+                     false);
+}
+
+KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
+  check_supported(shape);
+  const Decision d = resolve(decision, shape);
+  const bool pack = d.pack_gqa.value_or(false);
+  const int rows = rows_of(shape, pack);
+  const int qpk = shape.h_kv > 0 ? shape.h_q / shape.h_kv : 1;
+  const std::int64_t groups = std::int64_t{shape.batch} * shape.h_kv * (pack ? 1 : qpk) * d.num_splits;
+  const std::int64_t items16 = groups * ((rows + 15) / 16);
+  const std::int64_t sms = std::max(1, num_sms - d.sm_margin);
+  // Tiling the rows by 16 re-reads the KV of a group once per tile (through L2): worth it
+  // only while it buys parallelism, i.e. while the 16-row items fit one wave.
+  const int block_m = rows > 16 && items16 > sms ? 64 : 16;
+  const std::int64_t items = block_m == 16 ? items16 : groups * ((rows + 63) / 64);
+  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack, block_m, items <= sms);
+}
+
+KernelSpec combine_spec_for(const Shape& shape) {
+  if (!supported_head_dim(shape.head_dim))
+    throw InputError("shape.head_dim: no kernel for " + std::to_string(shape.head_dim) + " (64, 128, 256)");
+  if (shape.dtype == Dtype::fp8) throw InputError("shape.dtype: fp8 has no kernel yet");
+  return combine_spec(shape.head_dim, shape.dtype);
+}
+
+std::vector<KernelSpec> all_kernel_specs() {
+  std::vector<KernelSpec> out;
+  for (int d : {64, 128, 256})
+    for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
+      for (bool paged : {false, true}) {
+        for (bool latency : {false, true}) {
+          if (latency && d != 128) continue;  // the same tiles as the throughput variant
+          out.push_back(decode_spec(d, dt, paged, false, 16, latency));
+          out.push_back(decode_spec(d, dt, paged, true, 16, latency));
+        }
+        out.push_back(decode_spec(d, dt, paged, true, 64, false));
+      }
+      out.push_back(combine_spec(d, dt));
+    }
+  return out;
+}
+
+DecodeParams decode_params_for(const Shape& shape, const Decision& decision, const KernelSpec& spec, int max_pages) {
+  validate(shape, "shape");
+  const Decision d = resolve(decision, shape);
+  if (spec.kind != KernelKind::decode) throw InputError("decode_params_for: " + spec.name() + " is not a decode kernel");
+  if (*d.pack_gqa != spec.pack_gqa)
+    throw InputError("decode_params_for: decision pack_gqa differs from kernel " + spec.name());
+  if (d.num_splits < 1 || d.num_splits > kMaxSplits)
+    throw InputError("decision.num_splits: must be 1.." + std::to_string(kMaxSplits));
+
+  DecodeParams p{};
+  const std::int64_t D = shape.head_dim;
+  p.batch = shape.batch;
+  p.seqlen_q = shape.seqlen_q;
+  p.h_q = shape.h_q;
+  p.h_kv = shape.h_kv;
+  p.qpk = shape.h_q / shape.h_kv;
+  p.page_size = shape.page_size;
+  p.causal = shape.causal ? 1 : 0;
+  p.num_splits = d.num_splits;
+
+  p.q_head_stride = D;
+  p.q_row_stride = shape.h_q * D;
+  p.q_batch_stride = shape.seqlen_q * p.q_row_stride;
+  p.out_head_stride = p.q_head_stride;
+  p.out_row_stride = p.q_row_stride;
+  p.out_batch_stride = p.q_batch_stride;
+  p.k_head_stride = D;
+  p.k_row_stride = shape.h_kv * D;
+  p.k_batch_stride = (shape.page_size > 0 ? shape.page_size : shape.seqlen_k) * p.k_row_stride;
+  p.v_head_stride = p.k_head_stride;
+  p.v_row_stride = p.k_row_stride;
+  p.v_batch_stride = p.k_batch_stride;
+  p.lse_head_stride = shape.seqlen_q;
+  p.lse_batch_stride = static_cast<std::int64_t>(shape.h_q) * shape.seqlen_q;
+  p.page_table_batch_stride = max_pages;
+
+  p.heads_per_group = spec.pack_gqa ? p.qpk : 1;
+  p.groups_per_kv_head = spec.pack_gqa ? 1 : p.qpk;
+  p.rows_per_group = p.heads_per_group * shape.seqlen_q;
+  p.m_tiles = (p.rows_per_group + spec.block_m - 1) / spec.block_m;
+  const std::int64_t items = std::int64_t{shape.batch} * shape.h_kv * d.num_splits * p.groups_per_kv_head * p.m_tiles;
+  if (items > INT_MAX) throw InputError("shape: too many work items for one launch (" + std::to_string(items) + ")");
+  p.num_work_items = static_cast<int>(items);
+
+  p.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  p.scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)) * 1.4426950408889634);
+  return p;
+}
+
+std::int64_t o_partial_floats(const Shape& s, int num_splits) {
+  return std::int64_t{num_splits} * s.batch * s.seqlen_q * s.h_q * s.head_dim;
+}
+
+std::int64_t lse_partial_floats(const Shape& s, int num_splits) {
+  return std::int64_t{num_splits} * s.batch * s.h_q * s.seqlen_q;
+}
+
+}  // namespace evodispatch

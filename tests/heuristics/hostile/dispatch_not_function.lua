@@ -1,0 +1,2 @@
+-- expect: no dispatch function
+dispatch = 42

@@ -1,0 +1,1 @@
+-- expect: no dispatch function

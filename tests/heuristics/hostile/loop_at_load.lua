@@ -1,0 +1,3 @@
+-- expect: instruction budget
+-- line: 3
+while true do end

@@ -1,0 +1,2 @@
+-- expect: instruction budget
+::again:: goto again

@@ -1,0 +1,2 @@
+-- expect: no dispatch function
+local x = 1

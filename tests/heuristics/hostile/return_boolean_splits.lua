@@ -1,0 +1,5 @@
+-- expect: num_splits must be an integer
+-- line: 3
+function dispatch(s, hw)
+  return { num_splits = true }
+end

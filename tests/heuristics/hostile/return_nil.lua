@@ -1,0 +1,4 @@
+-- expect: got nil
+-- line: 3
+function dispatch(s, hw)
+end

@@ -1,0 +1,398 @@
+// Every kernel specialisation compiles through NVRTC for sm_90a (no GPU needed), within
+// its resources; and the cubin cache behaves: hits skip NVRTC, a changed option misses,
+// concurrent compiles of one key compile once, a corrupt entry is recompiled, a broken
+// source is ok = false with the log.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <evodispatch/kernels/compiler.hpp>
+#include <evodispatch/kernels/kernel_spec.hpp>
+
+using namespace evodispatch;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kArch = "sm_90a";
+
+// A fresh cache directory, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "evo-cubin-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// A unit that compiles in a fraction of a second, for the cache tests.
+CompileUnit tiny_unit(std::string extra_option = "") {
+  CompileUnit u;
+  u.name = "tiny.cu";
+  u.source =
+      "#include \"tiny.cuh\"\n"
+      "template <int N> __global__ void scale(float* p) { p[threadIdx.x] *= N * kFactor; }\n";
+  u.headers = {{"tiny.cuh", "constexpr float kFactor = 2.f;\n"}};
+  u.name_expressions = {"scale<3>"};
+  u.options = {std::string("--gpu-architecture=") + kArch, "--ptxas-options=-v"};
+  if (!extra_option.empty()) u.options.push_back(extra_option);
+  return u;
+}
+
+int max_registers(int threads) { return std::min(255, 65536 / threads); }
+
+}  // namespace
+
+TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
+  std::set<std::string> names, expressions;
+  for (const auto& s : all_kernel_specs()) {
+    EXPECT_EQ(spec_error(s), "") << s.name();
+    EXPECT_TRUE(names.insert(s.name()).second) << s.name();
+    EXPECT_TRUE(expressions.insert(s.kernel_expression()).second) << s.kernel_expression();
+    EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
+  }
+  EXPECT_EQ(all_kernel_specs().size(), 50u);
+  // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
+  for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
+}
+
+TEST(KernelSpecs, SpecForPicksTheRowTile) {
+  Shape s;
+  s.seqlen_k = 4096;
+  s.h_q = 32;
+  s.h_kv = 8;  // qpk 4
+  KernelSpec k = spec_for(s, true);
+  EXPECT_EQ(k.block_m, 16);
+  EXPECT_TRUE(k.pack_gqa);
+  EXPECT_FALSE(k.paged);
+  EXPECT_EQ(builtin_block_n(128) % k.block_n, 0);
+  s.h_q = 64;
+  s.h_kv = 1;  // qpk 64: 64 packed rows
+  EXPECT_EQ(spec_for(s, true).block_m, 64);
+  EXPECT_EQ(spec_for(s, false).block_m, 16);  // unpacked: Lq rows
+  s.head_dim = 256;
+  s.page_size = 16;
+  k = spec_for(s, false);
+  EXPECT_EQ(builtin_block_n(256) % k.block_n, 0);
+  EXPECT_TRUE(k.paged);
+  // Every spec_for answer is among the compiled variants.
+  const auto all = all_kernel_specs();
+  for (int d : {64, 128, 256})
+    for (int qpk : {1, 3, 8, 16, 71})
+      for (int lq : {1, 4, 16})
+        for (bool pack : {false, true}) {
+          Shape t;
+          t.seqlen_k = 100;
+          t.head_dim = d;
+          t.h_kv = 1;
+          t.h_q = qpk;
+          t.seqlen_q = lq;
+          EXPECT_NE(std::find(all.begin(), all.end(), spec_for(t, pack)), all.end());
+          for (int splits : {1, 4, 256})
+            for (int batch : {1, 64}) {
+              t.batch = batch;
+              const KernelSpec k = spec_for(t, Decision{splits, pack, 0}, 132);
+              EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+              EXPECT_EQ(k.pack_gqa, pack);
+            }
+        }
+  s.dtype = Dtype::fp8;
+  EXPECT_THROW(spec_for(s, true), InputError);
+}
+
+TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
+  Shape s;  // paper-table1: B=1, Lk=512, Hq=64, Hkv=1
+  s.seqlen_k = 512;
+  s.h_q = 64;
+  s.h_kv = 1;
+  // 64 packed rows: tiled by 16 while the 4 x splits items fit one wave of SMs...
+  KernelSpec k = spec_for(s, Decision{4, true, 0}, 132);
+  EXPECT_EQ(k.block_m, 16);
+  EXPECT_EQ(k.block_n, 128);  // ...each CTA alone on its SM: 128-row tiles
+  // ...by 64 when they would not.
+  s.batch = 64;
+  k = spec_for(s, Decision{4, true, 0}, 132);
+  EXPECT_EQ(k.block_m, 64);
+  // Unpacked, many CTAs: 64-row tiles, two CTAs per SM.
+  k = spec_for(s, Decision{4, false, 0}, 132);
+  EXPECT_EQ(k.block_m, 16);
+  EXPECT_EQ(k.block_n, 64);
+  // sm_margin shrinks the wave.
+  s.batch = 1;
+  EXPECT_EQ(spec_for(s, Decision{8, true, 0}, 132).block_m, 16);   // 32 items
+  EXPECT_EQ(spec_for(s, Decision{8, true, 120}, 132).block_m, 64);  // 32 items > 12 SMs
+}
+
+TEST(KernelSpecs, DecodeParamsCoverTheWork) {
+  Shape s;
+  s.batch = 3;
+  s.seqlen_q = 4;
+  s.seqlen_k = 1000;
+  s.h_q = 28;
+  s.h_kv = 4;  // qpk 7: 28 packed rows, one m tile of 64
+  Decision d;
+  d.num_splits = 5;
+  const KernelSpec k = spec_for(s, true);
+  const DecodeParams p = decode_params_for(s, d, k);
+  EXPECT_EQ(p.rows_per_group, 28);
+  EXPECT_EQ(p.m_tiles, 1);
+  EXPECT_EQ(p.num_work_items, 3 * 4 * 5);
+  EXPECT_EQ(p.k_row_stride, 4 * 128);
+  EXPECT_EQ(p.k_batch_stride, 1000 * 4 * 128);
+  EXPECT_EQ(p.q_batch_stride, 4 * 28 * 128);
+  const DecodeParams u = decode_params_for(s, Decision{5, false, 0}, spec_for(s, false));
+  EXPECT_EQ(u.rows_per_group, 4);
+  EXPECT_EQ(u.groups_per_kv_head, 7);
+  EXPECT_EQ(u.num_work_items, 3 * 4 * 5 * 7);
+  EXPECT_THROW(decode_params_for(s, Decision{5, false, 0}, k), InputError);  // pack mismatch
+}
+
+// The CI-facing check: all variants, each exactly as the runner would build it.
+TEST(KernelCompile, EveryVariantCompilesForSm90aWithinItsResources) {
+  TempDir dir;
+  const KernelCompiler compiler(kArch, dir.path);
+  const auto specs = all_kernel_specs();
+  std::vector<CompiledKernel> results(specs.size());
+  const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
+  std::atomic<std::size_t> next{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (std::size_t i; (i = next++) < specs.size();) results[i] = compiler.compile(specs[i]);
+    });
+  for (auto& t : pool) t.join();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  double nvrtc_seconds = 0;
+  std::printf("%-52s %5s %6s %6s %8s %6s\n", "variant", "regs", "spill", "stack", "smem", "sec");
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const KernelSpec& s = specs[i];
+    const CompiledKernel& k = results[i];
+    nvrtc_seconds += k.compile_seconds;
+    ASSERT_TRUE(k.ok) << s.name() << "\n" << k.log;
+    std::printf("%-52s %5d %6d %6d %8d %6.2f\n", s.name().c_str(), k.resources.registers,
+                k.resources.spill_store_bytes + k.resources.spill_load_bytes, k.resources.stack_bytes,
+                s.smem_bytes() + k.resources.static_smem_bytes, k.compile_seconds);
+    EXPECT_FALSE(k.cubin.empty()) << s.name();
+    ASSERT_EQ(k.lowered_names.size(), 1u) << s.name();
+    EXPECT_EQ(k.lowered_names[0], k.resources.kernel) << s.name() << ": no ptxas report for the kernel";
+    EXPECT_GT(k.resources.registers, 0) << s.name();
+    EXPECT_LE(k.resources.registers, max_registers(s.threads())) << s.name();
+    EXPECT_EQ(k.resources.spill_store_bytes, 0) << s.name() << " spills\n" << k.log;
+    EXPECT_EQ(k.resources.spill_load_bytes, 0) << s.name() << " spills\n" << k.log;
+    EXPECT_LE(s.smem_bytes() + k.resources.static_smem_bytes, 227 * 1024) << s.name();
+  }
+  std::printf("%zu variants: %.1f s wall on %u threads, %.1f s of NVRTC time\n", specs.size(), wall, workers,
+              nvrtc_seconds);
+}
+
+TEST(KernelCompile, SecondCompileIsACacheHitWithoutNvrtc) {
+  TempDir dir;
+  const KernelCompiler compiler(kArch, dir.path);
+  const KernelSpec spec = all_kernel_specs().back();  // a combine kernel: quick to build
+  const auto before = nvrtc_compile_count();
+  const CompiledKernel first = compiler.compile(spec);
+  ASSERT_TRUE(first.ok) << first.log;
+  EXPECT_FALSE(first.cache_hit);
+  EXPECT_EQ(nvrtc_compile_count(), before + 1);
+  EXPECT_EQ(first.cache_key.size(), 64u);
+
+  const CompiledKernel second = compiler.compile(spec);
+  ASSERT_TRUE(second.ok) << second.log;
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(nvrtc_compile_count(), before + 1);
+  EXPECT_EQ(second.cubin, first.cubin);
+  EXPECT_EQ(second.lowered_names, first.lowered_names);
+  EXPECT_EQ(second.resources, first.resources);
+  EXPECT_EQ(second.cache_key, first.cache_key);
+  EXPECT_EQ(second.lowered_name(spec.kernel_expression()), first.lowered_names[0]);
+
+  // Another compiler object (a new process, in effect) finds it too.
+  EXPECT_TRUE(KernelCompiler(kArch, dir.path).compile(spec).cache_hit);
+}
+
+TEST(KernelCompile, ChangedOptionOrArchIsAMiss) {
+  TempDir dir;
+  const KernelCompiler compiler(kArch, dir.path);
+  const auto before = nvrtc_compile_count();
+  const CompiledKernel a = compiler.compile(tiny_unit());
+  const CompiledKernel b = compiler.compile(tiny_unit("-DEVO_SOMETHING=1"));
+  ASSERT_TRUE(a.ok && b.ok) << a.log << b.log;
+  EXPECT_NE(a.cache_key, b.cache_key);
+  EXPECT_FALSE(b.cache_hit);
+  EXPECT_EQ(nvrtc_compile_count(), before + 2);
+  CompileUnit other_arch = tiny_unit();
+  other_arch.options[0] = "--gpu-architecture=sm_80";
+  EXPECT_NE(cache_key(other_arch), a.cache_key);
+  CompileUnit other_header = tiny_unit();
+  other_header.headers[0].second = "constexpr float kFactor = 3.f;\n";
+  EXPECT_NE(cache_key(other_header), a.cache_key);
+}
+
+TEST(KernelCompile, ConcurrentThreadsCompileOneKeyOnce) {
+  TempDir dir;
+  const KernelCompiler compiler(kArch, dir.path);
+  const auto before = nvrtc_compile_count();
+  std::vector<CompiledKernel> out(4);
+  std::vector<std::thread> threads;
+  for (auto& o : out) threads.emplace_back([&] { o = compiler.compile(tiny_unit()); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(nvrtc_compile_count(), before + 1);
+  int misses = 0;
+  for (const auto& o : out) {
+    ASSERT_TRUE(o.ok) << o.log;
+    EXPECT_EQ(o.cubin, out[0].cubin);
+    misses += !o.cache_hit;
+  }
+  EXPECT_EQ(misses, 1);
+}
+
+TEST(KernelCompile, ConcurrentProcessesCompileOneKeyOnce) {
+  TempDir dir;
+  // Each child exits 10 if it compiled, 11 on a cache hit, 1 on failure.
+  std::vector<pid_t> children;
+  for (int i = 0; i < 3; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const auto before = nvrtc_compile_count();
+      const CompiledKernel k = KernelCompiler(kArch, dir.path).compile(tiny_unit());
+      const bool compiled = nvrtc_compile_count() != before;
+      ::_exit(!k.ok ? 1 : compiled == !k.cache_hit ? (compiled ? 10 : 11) : 2);
+    }
+    children.push_back(pid);
+  }
+  int compiled = 0, hits = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    const int code = WEXITSTATUS(status);
+    ASSERT_TRUE(code == 10 || code == 11) << "child exit " << code;
+    compiled += code == 10;
+    hits += code == 11;
+  }
+  EXPECT_EQ(compiled, 1);
+  EXPECT_EQ(hits, 2);
+}
+
+TEST(KernelCompile, CorruptOrTornEntryIsRecompiled) {
+  TempDir dir;
+  const KernelCompiler compiler(kArch, dir.path);
+  const CompiledKernel good = compiler.compile(tiny_unit());
+  ASSERT_TRUE(good.ok) << good.log;
+  fs::path entry;
+  for (const auto& f : fs::directory_iterator(dir.path))
+    if (f.path().extension() == ".cubin") entry = f.path();
+  ASSERT_FALSE(entry.empty());
+  const auto size = fs::file_size(entry);
+
+  auto recompiles = [&](const char* what) {
+    const auto before = nvrtc_compile_count();
+    const CompiledKernel k = compiler.compile(tiny_unit());
+    EXPECT_TRUE(k.ok) << what << k.log;
+    EXPECT_FALSE(k.cache_hit) << what;
+    EXPECT_EQ(nvrtc_compile_count(), before + 1) << what;
+    EXPECT_EQ(k.cubin, good.cubin) << what;
+    EXPECT_TRUE(compiler.compile(tiny_unit()).cache_hit) << what << ": the entry was not repaired";
+  };
+  fs::resize_file(entry, size - 7);  // torn write
+  recompiles("truncated");
+  {
+    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size) - 100);
+    f.write("garbage!", 8);  // flipped bytes inside the cubin
+  }
+  recompiles("flipped bytes");
+  {
+    std::ofstream f(entry, std::ios::binary | std::ios::trunc);
+    f << "not a cache entry";
+  }
+  recompiles("foreign file");
+}
+
+TEST(KernelCompile, BrokenSourceIsAFailedResultWithTheLog) {
+  TempDir dir;
+  const KernelCompiler compiler(kArch, dir.path);
+  CompileUnit u = tiny_unit();
+  u.source += "__global__ void broken() { this_is_not_declared = 1; }\n";
+  const CompiledKernel k = compiler.compile(u);
+  EXPECT_FALSE(k.ok);
+  EXPECT_TRUE(k.cubin.empty());
+  EXPECT_NE(k.log.find("this_is_not_declared"), std::string::npos) << k.log;
+  // Failures are not cached: the same unit fails again (through NVRTC, with its log).
+  const auto before = nvrtc_compile_count();
+  EXPECT_FALSE(compiler.compile(u).ok);
+  EXPECT_EQ(nvrtc_compile_count(), before + 1);
+  // A bad option and an unknown arch are failures too, not exceptions.
+  CompileUnit bad_arch = tiny_unit();
+  bad_arch.options[0] = "--gpu-architecture=sm_1";
+  EXPECT_FALSE(compiler.compile(bad_arch).ok);
+  // An invalid spec never reaches NVRTC.
+  KernelSpec spec = all_kernel_specs().front();
+  spec.head_dim = 96;
+  const CompiledKernel s = compiler.compile(spec);
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.log.find("head_dim"), std::string::npos) << s.log;
+}
+
+TEST(KernelCompile, UnwritableCacheDirStillCompiles) {
+  const KernelCompiler compiler(kArch, "/proc/evodispatch-no-such-dir");
+  const CompiledKernel k = compiler.compile(tiny_unit());
+  EXPECT_TRUE(k.ok) << k.log;
+  const KernelCompiler uncached(kArch, "");
+  EXPECT_TRUE(uncached.compile(tiny_unit()).ok);
+}
+
+TEST(KernelCompile, PtxasReportIsParsed) {
+  const auto r = parse_ptxas_report(
+      "ptxas info    : 91 bytes gmem\n"
+      "ptxas info    : Compiling entry function '_Z1kv' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z1kv\n"
+      "ptxas         .     16 bytes stack frame, 24 bytes spill stores, 20 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, used 1 barriers, 16 bytes smem, 16 bytes cumulative stack size\n"
+      "ptxas info    : Compiling entry function '_Z2k2v' for 'sm_90a'\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 0 barriers\n");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].kernel, "_Z1kv");
+  EXPECT_EQ(r[0].registers, 255);
+  EXPECT_EQ(r[0].stack_bytes, 16);
+  EXPECT_EQ(r[0].spill_store_bytes, 24);
+  EXPECT_EQ(r[0].spill_load_bytes, 20);
+  EXPECT_EQ(r[0].static_smem_bytes, 16);
+  EXPECT_EQ(r[0].barriers, 1);
+  EXPECT_EQ(r[1].registers, 40);
+  EXPECT_EQ(r[1].spill_store_bytes, 0);
+}
+
+TEST(KernelCompile, BuildHashAndCacheDir) {
+  const std::string h = kernel_build_hash();
+  EXPECT_EQ(h.size(), 16u);
+  EXPECT_EQ(h, kernel_build_hash());
+  EXPECT_EQ(arch_for_cc(90), "sm_90a");
+  EXPECT_EQ(arch_for_cc(80), "sm_80");
+  ::setenv("EVODISPATCH_CACHE_DIR", "/tmp/evo-x", 1);
+  EXPECT_EQ(default_cache_dir(), fs::path("/tmp/evo-x"));
+  ::unsetenv("EVODISPATCH_CACHE_DIR");
+  ::setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+  EXPECT_EQ(default_cache_dir(), fs::path("/tmp/xdg/evodispatch/cubin"));
+  ::unsetenv("XDG_CACHE_HOME");
+}
