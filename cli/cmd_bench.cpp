@@ -10,12 +10,14 @@
 #include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/heuristics/policy.hpp>
-#include <evodispatch/results/results.hpp>
 #include <evodispatch/search/bench.hpp>
+#include <evodispatch/search/oracle.hpp>
 
 #include "app.hpp"
+#include "arguments.hpp"
 #include "interrupt.hpp"
 #include "progress.hpp"
+#include "session.hpp"
 
 namespace evodispatch::cli {
 
@@ -25,6 +27,8 @@ struct BenchOptions : CommonOptions {
   std::string baseline;
   std::string workload = "paper-safety-160";
   std::string l2 = "cold";
+  std::string oracle_splits = "1..64";
+  std::string oracle_margins = "0";
   bool remeasure = false;
 };
 
@@ -76,41 +80,40 @@ int bench(const BenchOptions& o) {
   const auto l2 = parse_l2_mode(o.l2);
   if (!l2) throw InputError("--l2: must be cold or hot, got '" + o.l2 + "'");
   const Workload workload = load_workload(o.workload);
-  auto candidate = make_policy(o.policy);
+  const bool oracle = o.policy == "oracle";
+  std::unique_ptr<Policy> candidate;
+  if (!oracle) candidate = make_policy(o.policy);
   std::unique_ptr<Policy> baseline;
   if (!o.baseline.empty()) baseline = make_policy(o.baseline);
-  auto evaluator = make_evaluator(o.device);
-  auto db = results::Database::open(o.db);
+  DecisionSpace space;
+  if (oracle) {
+    space.splits = parse_int_list(o.oracle_splits, "--oracle-splits", 1, kMaxSplits);
+    space.sm_margins = parse_int_list(o.oracle_margins, "--oracle-margins", 0, 1 << 20);
+  }
 
   TimingOptions timing;
   timing.l2 = *l2;
-  results::RunRecord run;
-  run.kind = "bench";
-  run.device = evaluator->fingerprint();
-  run.config = {{"policy", o.policy}, {"baseline", o.baseline}, {"workload", workload.name},
-                {"device", evaluator->spec()}, {"l2", o.l2}, {"remeasure", o.remeasure}};
-  nlohmann::json spec = {{"shapes", nlohmann::json::array()}};
-  for (const auto& s : workload.shapes) spec["shapes"].push_back(to_json(s));
-  const std::int64_t run_id = db.in_transaction([&] {
-    results::Devices(db).upsert({0, evaluator->fingerprint(), evaluator->device(), "", {}, ""});
-    run.workload_id = results::Workloads(db).upsert(workload.name, spec);
-    return results::Runs(db).create(run);
-  });
+  nlohmann::json config = {{"policy", o.policy}, {"baseline", o.baseline}, {"workload", workload.name},
+                           {"l2", o.l2}, {"remeasure", o.remeasure}};
+  if (oracle) config["oracle"] = {{"splits", o.oracle_splits}, {"margins", o.oracle_margins}};
+  RunSession session = open_run_session("bench", o.device, o.db, config, &workload);
+  Evaluator& evaluator = *session.evaluator;
 
-  StoredEvaluator stored(db, *evaluator, timing, o.remeasure, run_id);
+  StoredEvaluator stored(session.db, evaluator, timing, o.remeasure, session.run_id);
   Progress progress("bench " + workload.name);
+  const auto on_progress = [&](std::size_t d, std::size_t t) { progress.update(d, t); };
   BenchReport report;
   try {
-    report = run_bench(*candidate, baseline.get(), workload, stored,
-                       [&](std::size_t d, std::size_t t) { progress.update(d, t); }, interrupt_requested);
+    report = oracle ? run_oracle_bench(space, baseline.get(), workload, stored, on_progress, interrupt_requested)
+                    : run_bench(*candidate, baseline.get(), workload, stored, on_progress, interrupt_requested);
   } catch (const StoredEvaluator::Stopped&) {
-    results::Runs(db).finish(run_id, results::RunStatus::interrupted);
+    session.interrupted();
     throw Interrupted();
   }
-  results::Runs(db).finish(run_id, results::RunStatus::finished, to_json(report.summary));
+  session.finish(to_json(report.summary));
 
   if (o.json) {
-    nlohmann::json j = {{"run_id", run_id}, {"device", evaluator->spec()}, {"workload", workload.name},
+    nlohmann::json j = {{"run_id", session.run_id}, {"device", evaluator.spec()}, {"workload", workload.name},
                         {"policy", o.policy}, {"summary", to_json(report.summary)}};
     if (!o.baseline.empty()) j["baseline"] = o.baseline;
     j["rows"] = nlohmann::json::array();
@@ -118,7 +121,7 @@ int bench(const BenchOptions& o) {
     std::cout << j.dump() << "\n";
   } else {
     print_table(report, baseline != nullptr);
-    print_summary(report, o, *evaluator, run_id);
+    print_summary(report, o, evaluator, session.run_id);
   }
   return report.summary.failed ? kFailure : kOk;
 }
@@ -128,8 +131,13 @@ void add_bench(CLI::App& app, Action& action) {
   auto* verb = app.add_subcommand("bench", "measure a policy, script or heuristic on a workload, "
                                            "optionally against a baseline");
   auto o = std::make_shared<BenchOptions>();
-  verb->add_option("--policy", o->policy, "fa3 | fa3-kvcache | fa2 | seq-aware | flashinfer | fixed:N | FILE.lua")
+  verb->add_option("--policy", o->policy,
+                   "fa3 | fa3-kvcache | fa2 | seq-aware | flashinfer | fixed:N | FILE.lua | oracle (the best "
+                   "decision of --oracle-splits x pack_gqa on/off x --oracle-margins, measured per shape)")
       ->required();
+  verb->add_option("--oracle-splits", o->oracle_splits, "the oracle's num_splits range")->capture_default_str();
+  verb->add_option("--oracle-margins", o->oracle_margins, "the oracle's sm_margin values (e.g. 0 or 0,8,16)")
+      ->capture_default_str();
   verb->add_option("--baseline", o->baseline, "a second policy to compare against (speedup = baseline / policy)");
   verb->add_option("--workload", o->workload, "shipped workload name or JSON file")->capture_default_str();
   verb->add_option("--l2", o->l2, "cold: rotate inputs beyond twice the L2 (default); hot: reuse one set")

@@ -118,6 +118,8 @@ int to_int(std::int64_t v, const std::string& path) {
 
 Shape shape_from_json(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
+  r.allow_only({"batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim", "dtype", "page_size", "causal", "qpk",
+                "block_n", "nblk"});
   Shape s;
   s.batch = to_int(r.integer("batch").value_or(1), r.path_of("batch"));
   s.seqlen_q = to_int(r.integer("seqlen_q").value_or(1), r.path_of("seqlen_q"));

@@ -77,6 +77,14 @@ std::string JsonReader::required_string(const std::string& field) {
   return *v;
 }
 
+void JsonReader::allow_only(std::initializer_list<const char*> fields) const {
+  for (auto it = j_.begin(); it != j_.end(); ++it) {
+    bool known = false;
+    for (const char* f : fields) known |= it.key() == f;
+    if (!known) throw InputError(path_of(it.key()) + ": unknown field");
+  }
+}
+
 void JsonReader::finish() const {
   for (auto it = j_.begin(); it != j_.end(); ++it)
     if (!read_.count(it.key())) throw InputError(path_of(it.key()) + ": unknown field");

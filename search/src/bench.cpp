@@ -5,7 +5,6 @@
 
 namespace evodispatch {
 
-namespace {
 void summarise(BenchReport& r) {
   BenchSummary& s = r.summary;
   s.shapes = static_cast<int>(r.rows.size());
@@ -27,7 +26,6 @@ void summarise(BenchReport& r) {
   }
   if (n > 0) s.geomean_speedup = std::exp(log_sum / n);
 }
-}  // namespace
 
 BenchReport run_bench(Policy& candidate, Policy* baseline, const Workload& workload, StoredEvaluator& evaluator,
                       const std::function<void(std::size_t, std::size_t)>& progress,

@@ -168,3 +168,40 @@ TEST(Cli, BenchRefusesANewerDatabase) {
   EXPECT_THAT(r.err, HasSubstr("schema version 99"));
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
 }
+
+TEST(Cli, SweepSplitsPrintsTheCurve) {
+  const fs::path db = temp_db("sweep");
+  const Result r = run("sweep splits --shape batch=1,seqlen_k=512,h_q=64,h_kv=1 --splits 1..8 --pack both --json "
+                       "--device sim:h100-sxm --db " + db.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["curves"][0]["points"].size(), 16u);
+  EXPECT_TRUE(j["curves"][0].contains("best"));
+  const Result bad = run("sweep splits --shape batch=1,seqlen_k=512,hq=64 --device sim:h100-sxm --db " + db.string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("--shape.hq: unknown field"));
+  EXPECT_EQ(run("sweep splits --shape batch=1,seqlen_k=512,h_q=64 --splits 0..3 --device sim:h100-sxm --db " + db.string()).code, 1);
+  EXPECT_EQ(run("sweep").code, 2);
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
+}
+
+TEST(Cli, SweepBatchReportsTheLargestExcess) {
+  const fs::path db = temp_db("sweepb");
+  const Result r = run("sweep batch --shape seqlen_k=8192,h_q=64,h_kv=8 --batch 1..24 --policy fa3 --json "
+                       "--device sim:h100-sxm --db " + db.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["points"].size(), 24u);
+  EXPECT_TRUE(j.contains("worst_excess"));
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
+}
+
+TEST(Cli, BenchOracleBeatsOrMatchesTheBaseline) {
+  const fs::path db = temp_db("oracle");
+  const Result r = run("bench --policy oracle --oracle-splits 1..16 --baseline fa3 --workload paper-table1 --json "
+                       "--device sim:h100-sxm --db " + db.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& row : j["rows"]) EXPECT_GE(row["speedup"].get<double>(), 1.0 - 1e-12) << row.dump();
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
+}

@@ -3,6 +3,7 @@
 // path (e.g. "$.shapes[3].h_kv: expected an integer, got 2.5"), and fields nobody
 // asked for are refused by finish(). Shared by shapes, workloads, profiles and configs.
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +35,10 @@ class JsonReader {
 
   // Refuses every member that was not read.
   void finish() const;
+
+  // Refuses, up front, every member not named here: a misspelt field is reported as
+  // unknown rather than as the required field it was meant to be.
+  void allow_only(std::initializer_list<const char*> fields) const;
 
  private:
   const nlohmann::json& j_;

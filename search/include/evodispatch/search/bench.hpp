@@ -45,6 +45,9 @@ BenchReport run_bench(Policy& candidate, Policy* baseline, const Workload& workl
                       const std::function<void(std::size_t, std::size_t)>& progress = {},
                       const std::function<bool()>& stop = {});
 
+// Fills report.summary from report.rows.
+void summarise(BenchReport& report);
+
 nlohmann::json to_json(const BenchRow&);
 nlohmann::json to_json(const BenchSummary&);
 
