@@ -29,6 +29,7 @@ int run(int argc, char** argv) {
   add_check(app, action);
   add_decide(app, action);
   add_bench(app, action);
+  add_sweep(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

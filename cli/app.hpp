@@ -29,6 +29,7 @@ void add_env(CLI::App& app, Action& action);
 void add_check(CLI::App& app, Action& action);
 void add_decide(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
+void add_sweep(CLI::App& app, Action& action);
 
 int run(int argc, char** argv);
 
