@@ -30,6 +30,8 @@ int run(int argc, char** argv) {
   add_decide(app, action);
   add_bench(app, action);
   add_sweep(app, action);
+  add_calibrate(app, action);
+  add_worker(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

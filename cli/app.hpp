@@ -30,6 +30,9 @@ void add_check(CLI::App& app, Action& action);
 void add_decide(CLI::App& app, Action& action);
 void add_bench(CLI::App& app, Action& action);
 void add_sweep(CLI::App& app, Action& action);
+void add_calibrate(CLI::App& app, Action& action);
+void add_search(CLI::App& app, Action& action);
+void add_worker(CLI::App& app, Action& action);
 
 int run(int argc, char** argv);
 

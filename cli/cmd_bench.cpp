@@ -29,6 +29,7 @@ struct BenchOptions : CommonOptions {
   std::string l2 = "cold";
   std::string oracle_splits = "1..64";
   std::string oracle_margins = "0";
+  std::string oracle_pack = "both";
   bool remeasure = false;
 };
 
@@ -89,13 +90,16 @@ int bench(const BenchOptions& o) {
   if (oracle) {
     space.splits = parse_int_list(o.oracle_splits, "--oracle-splits", 1, kMaxSplits);
     space.sm_margins = parse_int_list(o.oracle_margins, "--oracle-margins", 0, 1 << 20);
+    if (o.oracle_pack == "on") space.pack_gqa = {true};
+    else if (o.oracle_pack == "off") space.pack_gqa = {false};
+    else if (o.oracle_pack != "both") throw InputError("--oracle-pack: must be on, off or both, got '" + o.oracle_pack + "'");
   }
 
   TimingOptions timing;
   timing.l2 = *l2;
   nlohmann::json config = {{"policy", o.policy}, {"baseline", o.baseline}, {"workload", workload.name},
                            {"l2", o.l2}, {"remeasure", o.remeasure}};
-  if (oracle) config["oracle"] = {{"splits", o.oracle_splits}, {"margins", o.oracle_margins}};
+  if (oracle) config["oracle"] = {{"splits", o.oracle_splits}, {"margins", o.oracle_margins}, {"pack", o.oracle_pack}};
   RunSession session = open_run_session("bench", o.device, o.db, config, &workload);
   Evaluator& evaluator = *session.evaluator;
 
@@ -136,6 +140,7 @@ void add_bench(CLI::App& app, Action& action) {
                    "decision of --oracle-splits x pack_gqa on/off x --oracle-margins, measured per shape)")
       ->required();
   verb->add_option("--oracle-splits", o->oracle_splits, "the oracle's num_splits range")->capture_default_str();
+  verb->add_option("--oracle-pack", o->oracle_pack, "the oracle's pack_gqa values: on, off or both")->capture_default_str();
   verb->add_option("--oracle-margins", o->oracle_margins, "the oracle's sm_margin values (e.g. 0 or 0,8,16)")
       ->capture_default_str();
   verb->add_option("--baseline", o->baseline, "a second policy to compare against (speedup = baseline / policy)");

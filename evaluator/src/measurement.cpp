@@ -1,5 +1,6 @@
 #include <evodispatch/evaluator/measurement.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include <evodispatch/heuristics/json_reader.hpp>
@@ -12,6 +13,52 @@ std::optional<L2Mode> parse_l2_mode(std::string_view s) {
   if (s == "cold") return L2Mode::cold;
   if (s == "hot") return L2Mode::hot;
   return std::nullopt;
+}
+
+SampleStats sample_stats(std::vector<double> v) {
+  SampleStats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto quantile = [&](double q) {
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(pos);
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+  };
+  s.median = quantile(0.5);
+  s.p10 = quantile(0.1);
+  s.p90 = quantile(0.9);
+  return s;
+}
+
+nlohmann::json to_json(const TimingOptions& t) {
+  return {{"l2", to_string(t.l2)}, {"min_replay_us", t.min_replay_us}, {"replays", t.replays}, {"warmup", t.warmup},
+          {"check", t.check}};
+}
+
+TimingOptions timing_from_json(const nlohmann::json& j, const std::string& path) {
+  JsonReader r(j, path);
+  TimingOptions t;
+  if (const auto l2 = r.string("l2")) {
+    const auto mode = parse_l2_mode(*l2);
+    if (!mode) throw InputError(r.path_of("l2") + ": must be \"cold\" or \"hot\", got \"" + *l2 + "\"");
+    t.l2 = *mode;
+  }
+  if (const auto v = r.number("min_replay_us")) {
+    if (!std::isfinite(*v) || *v < 0 || *v > 1e7) throw InputError(r.path_of("min_replay_us") + ": must be in [0, 1e7]");
+    t.min_replay_us = *v;
+  }
+  auto count = [&](const char* field, int& out) {
+    if (const auto v = r.integer(field)) {
+      if (*v < 0 || *v > 1'000'000) throw InputError(r.path_of(field) + ": must be in [0, 1000000]");
+      out = static_cast<int>(*v);
+    }
+  };
+  count("replays", t.replays);
+  count("warmup", t.warmup);
+  if (const auto v = r.boolean("check")) t.check = *v;
+  r.finish();
+  return t;
 }
 
 nlohmann::json to_json(const MeasurementKey& k) {

@@ -95,8 +95,8 @@ double combine_us(const SimProfile& prof, const Plan& p) {
 
 }  // namespace
 
-KernelResources sim_kernel_resources(const SimProfile& prof) {
-  KernelResources r = builtin_kernel_resources();
+KernelResources sim_kernel_resources(const SimProfile& prof, const Shape& s, const Decision& d) {
+  KernelResources r = kernel_resources(s, d, prof.device);
   if (prof.model.max_ctas_per_sm > 0)
     r.max_ctas_per_sm = r.max_ctas_per_sm > 0 ? std::min(r.max_ctas_per_sm, prof.model.max_ctas_per_sm)
                                               : prof.model.max_ctas_per_sm;
@@ -104,7 +104,7 @@ KernelResources sim_kernel_resources(const SimProfile& prof) {
 }
 
 Plan sim_plan(const SimProfile& prof, const Shape& s, const Decision& d) {
-  return plan(s, d, prof.device, sim_kernel_resources(prof));
+  return plan(s, d, prof.device, sim_kernel_resources(prof, s, d));
 }
 
 Prediction predict(const SimProfile& prof, const Plan& p, L2Mode l2) {

@@ -5,9 +5,36 @@
 
 #include <nlohmann/json.hpp>
 
+#include <evodispatch/kernels/kernel_spec.hpp>
+
 namespace evodispatch {
 
 KernelResources builtin_kernel_resources() { return KernelResources{}; }
+
+KernelResources kernel_resources(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
+  KernelSpec decode, combine;
+  try {
+    decode = spec_for(shape, decision, hw.num_sms);
+    combine = combine_spec_for(shape);
+  } catch (const InputError&) {
+    return builtin_kernel_resources();
+  }
+  // The variants are sized for Hopper's 227 KiB per CTA; a smaller SM gets the generic kernel.
+  if (decode.smem_bytes() > sm_limits(hw.cc).max_smem_bytes_per_cta) return builtin_kernel_resources();
+  KernelResources r;
+  r.threads_per_cta = decode.threads();
+  r.registers_per_thread = 255;  // __launch_bounds__(threads, 1) lets ptxas use up to 255
+  r.stages = decode.stages;
+  r.block_m = decode.block_m;
+  r.smem_bytes_per_cta = decode.smem_bytes();
+  r.combine_threads_per_cta = combine.threads();
+  r.combine_rows_per_cta = combine.rows_per_cta();
+  return r;
+}
+
+Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
+  return plan(shape, decision, hw, kernel_resources(shape, decision, hw));
+}
 
 SmLimits sm_limits(int cc) {
   SmLimits l;  // Hopper (cc 90) and data-centre Blackwell (cc 100): 228 KiB per SM
@@ -114,7 +141,9 @@ Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw, co
   // Shared memory: stages of a K tile and a V tile, plus one Q tile (the MMA works on
   // block_m rows even when fewer are real).
   const std::int64_t kv_tile = mul({p.block_n, shape.head_dim, dtype_bytes(shape.dtype)}, "tile bytes");
-  const std::int64_t smem = res.stages * 2 * kv_tile + std::int64_t{res.block_m} * shape.head_dim * qo_bytes(shape.dtype);
+  const std::int64_t smem = res.smem_bytes_per_cta > 0 ? res.smem_bytes_per_cta
+                                                      : res.stages * 2 * kv_tile +
+                                                            std::int64_t{res.block_m} * shape.head_dim * qo_bytes(shape.dtype);
   const SmLimits sm = sm_limits(hw.cc);
   if (smem > sm.max_smem_bytes_per_cta)
     throw InputError("shape.head_dim: " + std::to_string(shape.head_dim) + " needs " + std::to_string(smem) +

@@ -13,7 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <evodispatch/evaluator/simulator.hpp>
+#include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/results/database.hpp>
+#include <evodispatch/results/measurements.hpp>
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -204,4 +207,60 @@ TEST(Cli, BenchOracleBeatsOrMatchesTheBaseline) {
   const auto j = nlohmann::json::parse(r.out);
   for (const auto& row : j["rows"]) EXPECT_GE(row["speedup"].get<double>(), 1.0 - 1e-12) << row.dump();
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db.string() + suffix);
+}
+
+namespace {
+// A database holding "GPU" rows: what a slower-launching H100 would have measured.
+void fill_gpu_rows(const fs::path& db_path, const std::string& fingerprint) {
+  auto db = results::Database::open(db_path.string());
+  results::Measurements store(db);
+  SimProfile gpu = load_sim_profile("h100-sxm");
+  gpu.model.launch_first_us *= 2;
+  gpu.model.dram_efficiency *= 0.85;
+  std::vector<Measurement> rows;
+  for (const Shape& s : load_workload("paper-safety-160").shapes)
+    for (int splits : {1, 4, 16}) {
+      Measurement m;
+      m.key = MeasurementKey{fingerprint, "test-build@sm_90a", s, resolve(Decision{splits, true, 0}, s), L2Mode::cold};
+      m.ok = true;
+      m.median_us = m.p10_us = m.p90_us = predict_us(gpu, sim_plan(gpu, s, m.key.decision));
+      m.samples = 30;
+      rows.push_back(m);
+    }
+  store.put_many(rows);
+}
+}  // namespace
+
+TEST(Cli, CalibrateFitsAProfileToTheGpuRows) {
+  const fs::path db = temp_db("calibrate");
+  const fs::path out = fs::temp_directory_path() / ("evo_cli_" + std::to_string(::getpid()) + "_fitted.json");
+  fs::remove(out);
+  // No GPU rows yet: a clear error, nothing written.
+  { auto d = results::Database::open(db.string()); }
+  Result none = run("calibrate --db " + db.string() + " --out " + out.string());
+  EXPECT_EQ(none.code, 1);
+  EXPECT_THAT(none.err, HasSubstr("no successful GPU measurement"));
+  EXPECT_FALSE(fs::exists(out));
+
+  fill_gpu_rows(db, "Test GPU/132sm/cc90");
+  Result r = run("calibrate --db " + db.string() + " --out " + out.string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_LT(j.at("after").at("median_abs_rel_error").get<double>(), 0.02);
+  EXPECT_GT(j.at("before").at("median_abs_rel_error").get<double>(), 0.05);
+  EXPECT_TRUE(j.contains("held_out"));
+  // The written profile is a profile: it loads by path, and says what it was fitted on.
+  const SimProfile fitted = load_sim_profile(out.string());
+  EXPECT_EQ(fitted.calibration.at("device_fingerprint"), "Test GPU/132sm/cc90");
+  EXPECT_EQ(fitted.device, load_sim_profile("h100-sxm").device);
+
+  // Two GPUs in one database: the user must choose.
+  fill_gpu_rows(db, "Other GPU/114sm/cc90");
+  Result two = run("calibrate --db " + db.string() + " --out " + out.string());
+  EXPECT_EQ(two.code, 1);
+  EXPECT_THAT(two.err, HasSubstr("--fingerprint"));
+  Result chosen = run("calibrate --db " + db.string() + " --no-fit --fingerprint 'Other GPU/114sm/cc90'");
+  EXPECT_EQ(chosen.code, 0) << chosen.err;
+  EXPECT_THAT(chosen.out, HasSubstr("paper-safety-160"));
+  fs::remove(out);
 }

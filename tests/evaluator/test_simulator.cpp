@@ -50,8 +50,10 @@ TEST(SimProfiles, ShippedProfilesLoad) {
   }
   EXPECT_DOUBLE_EQ(load_sim_profile("h200").device.mem_bw_bytes_per_s, 4.8e12);
   const SimProfile h100 = load_sim_profile("h100-sxm");
-  EXPECT_DOUBLE_EQ(h100.model.launch_first_us, 1.6);
-  EXPECT_DOUBLE_EQ(h100.model.launch_extra_us, 1.0);
+  // Calibrated on an H100: it says on what, and how well.
+  ASSERT_TRUE(h100.calibration.is_object());
+  EXPECT_TRUE(h100.calibration.contains("device_fingerprint"));
+  EXPECT_TRUE(load_sim_profile("a100").calibration.is_null());  // hand-set
 }
 
 TEST(SimProfiles, JsonRoundTrip) {
@@ -191,17 +193,21 @@ TEST(WaveModel, QuantizationStepAtTheSmCount) {
 
 TEST(WaveModel, MoreSplitsHelpSmallBatchesUntilOverheadDominates) {
   const SimProfile h100 = load_sim_profile("h100-sxm");
-  const Workload u = load_workload("paper-ucurve");
+  // One request, 8 KV heads, 8K keys: 8 packed CTAs on 132 SMs. Splitting fills the SMs
+  // until the combine and the per-CTA start cost dominate (an H100 measured its minimum at
+  // 8 splits: 19.9 us against 1 split's 59 us).
+  const Shape s = shape(1, 8192, 64, 8);
+  const std::vector<int> splits = {1, 2, 3, 4, 8, 16, 64};
   std::vector<double> t;
-  for (int n : u.split_sweep) t.push_back(latency(h100, u.shapes[0], dec(n, std::nullopt, 0)));
-  const auto best = std::min_element(t.begin(), t.end()) - t.begin() + 1;  // a split count
-  EXPECT_GT(best, 1);
-  EXPECT_LE(best, 8);  // 4 tiles: past 4 splits only overhead grows
-  EXPECT_GT(t.front(), 1.1 * t[best - 1]);
-  EXPECT_GT(t.back(), 1.1 * t[best - 1]);  // the right arm of the U
-  // Long single-request contexts gain far more from splitting.
+  for (int n : splits) t.push_back(latency(h100, s, dec(n, true, 0)));
+  const auto best = std::min_element(t.begin(), t.end()) - t.begin();
+  EXPECT_GT(splits[best], 2);
+  EXPECT_LT(splits[best], 64);
+  EXPECT_GT(t.front(), 2 * t[best]);
+  EXPECT_GT(t.back(), 1.1 * t[best]);  // the right arm of the U
+  // A long MQA context gains too.
   const Shape long_ctx = shape(1, 4096, 64, 1);
-  EXPECT_LT(latency(h100, long_ctx, dec(8)), 0.5 * latency(h100, long_ctx, dec(1)));
+  EXPECT_LT(latency(h100, long_ctx, dec(8)), 0.8 * latency(h100, long_ctx, dec(1)));
   // A batch that fills the GPU gains nothing: the combine is pure overhead.
   const Shape full = shape(64, 8192, 64, 8);
   EXPECT_GT(latency(h100, full, dec(2)), latency(h100, full, dec(1)));
@@ -213,10 +219,12 @@ TEST(WaveModel, SmMarginLeavesSmsIdle) {
   const Plan free = sim_plan(h100, s, dec(1, std::nullopt, 0));
   const Plan margin = sim_plan(h100, s, dec(1, std::nullopt, 100));
   EXPECT_EQ(margin.sms_used, 32);
-  EXPECT_EQ(margin.grid_ctas, 32);
-  EXPECT_EQ(margin.waves, 8);
+  EXPECT_EQ(margin.ctas_per_sm, free.ctas_per_sm);
+  EXPECT_EQ(margin.grid_ctas, 32 * margin.ctas_per_sm);
+  EXPECT_EQ(margin.waves, (256 + margin.grid_ctas - 1) / margin.grid_ctas);
+  EXPECT_EQ(free.waves, 1);
   // 32 SMs cannot pull the DRAM bandwidth that 132 do.
-  EXPECT_GT(predict_us(h100, margin), 1.3 * predict_us(h100, free));
+  EXPECT_GT(predict_us(h100, margin), 1.2 * predict_us(h100, free));
 
   // A small call that needs few SMs does not care.
   const Shape small = shape(1, 512, 64, 1);

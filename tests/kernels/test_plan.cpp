@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <evodispatch/kernels/kernel_spec.hpp>
 #include <evodispatch/kernels/plan.hpp>
 
 namespace evodispatch {
@@ -16,9 +17,14 @@ Shape gqa8(int batch, int seqlen_k) { return Shape{batch, 1, seqlen_k, 64, 8, 12
 
 Decision splits(int n, std::optional<bool> pack = std::nullopt, int margin = 0) { return Decision{n, pack, margin}; }
 
+// The hand-checked arithmetic below is that of the generic kernel (fixed resources).
+Plan generic_plan(const Shape& s, const Decision& d, const DeviceInfo& hw) {
+  return plan(s, d, hw, builtin_kernel_resources());
+}
+
 std::string error_of(const Shape& s, const Decision& d, const DeviceInfo& hw) {
   try {
-    plan(s, d, hw);
+    generic_plan(s, d, hw);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -28,7 +34,7 @@ std::string error_of(const Shape& s, const Decision& d, const DeviceInfo& hw) {
 TEST(Plan, PaperTable1ShapeWithThreeSplits) {
   // B=1 Lk=512 Hq=64 Hkv=1: 4 tiles of 128 rows; 3 splits of ceil(4/3) = 2 tiles leave
   // the third split empty.
-  const Plan p = plan(mqa(1, 512), splits(3), hopper());
+  const Plan p = generic_plan(mqa(1, 512), splits(3), hopper());
   EXPECT_EQ(p.qpk, 64);
   EXPECT_EQ(p.block_n, 128);
   EXPECT_EQ(p.nblk, 4);
@@ -60,32 +66,32 @@ TEST(Plan, PaperTable1ShapeWithThreeSplits) {
 }
 
 TEST(Plan, SplitsPastTheTileCountAreEmpty) {
-  const Plan p8 = plan(mqa(1, 512), splits(8), hopper());
+  const Plan p8 = generic_plan(mqa(1, 512), splits(8), hopper());
   EXPECT_EQ(p8.blocks_per_split, 1);
   EXPECT_EQ(p8.non_empty_splits, 4);
   EXPECT_EQ(p8.work_items, 8);  // the empty splits are still CTAs of the grid
 
-  const Plan p256 = plan(mqa(1, 512), splits(256), hopper());
+  const Plan p256 = generic_plan(mqa(1, 512), splits(256), hopper());
   EXPECT_EQ(p256.non_empty_splits, 4);
   EXPECT_EQ(p256.work_items, 256);
   EXPECT_EQ(p256.waves, 2);  // 256 CTAs over 132 slots
 
   // 5 tiles in 3 splits: 2 + 2 + 1.
-  const Plan p5 = plan(mqa(1, 640), splits(3), hopper());
+  const Plan p5 = generic_plan(mqa(1, 640), splits(3), hopper());
   EXPECT_EQ(p5.nblk, 5);
   EXPECT_EQ(p5.blocks_per_split, 2);
   EXPECT_EQ(p5.non_empty_splits, 3);
   EXPECT_EQ(p5.last_split_blocks, 1);
 
   // One KV row: one tile, every split but the first empty.
-  const Plan p1 = plan(mqa(1, 1), splits(16), hopper());
+  const Plan p1 = generic_plan(mqa(1, 1), splits(16), hopper());
   EXPECT_EQ(p1.nblk, 1);
   EXPECT_EQ(p1.non_empty_splits, 1);
   EXPECT_EQ(p1.last_split_blocks, 1);
 }
 
 TEST(Plan, OneSplitHasNoCombineAndNoWorkspace) {
-  const Plan p = plan(mqa(4, 4096), splits(1), hopper());
+  const Plan p = generic_plan(mqa(4, 4096), splits(1), hopper());
   EXPECT_FALSE(p.combine);
   EXPECT_EQ(p.combine_ctas, 0);
   EXPECT_EQ(p.workspace_bytes, 0);
@@ -96,27 +102,27 @@ TEST(Plan, OneSplitHasNoCombineAndNoWorkspace) {
 
 TEST(Plan, PersistentGridLeavesTheMarginFree) {
   // cliff-8k at B=64: 64 requests x 8 KV heads = 512 CTAs.
-  const Plan full = plan(gqa8(64, 8192), splits(1), hopper());
+  const Plan full = generic_plan(gqa8(64, 8192), splits(1), hopper());
   EXPECT_EQ(full.work_items, 512);
   EXPECT_EQ(full.sms_used, 132);
   EXPECT_EQ(full.grid_ctas, 132);
   EXPECT_EQ(full.waves, 4);  // ceil(512 / 132)
 
-  const Plan margin = plan(gqa8(64, 8192), splits(1, std::nullopt, 32), hopper());
+  const Plan margin = generic_plan(gqa8(64, 8192), splits(1, std::nullopt, 32), hopper());
   EXPECT_EQ(margin.sms_used, 100);
   EXPECT_EQ(margin.slots, 100);
   EXPECT_EQ(margin.grid_ctas, 100);
   EXPECT_EQ(margin.waves, 6);  // ceil(512 / 100)
 
   // Fewer work items than slots: the grid is the work.
-  const Plan small = plan(gqa8(2, 8192), splits(1, std::nullopt, 32), hopper());
+  const Plan small = generic_plan(gqa8(2, 8192), splits(1, std::nullopt, 32), hopper());
   EXPECT_EQ(small.grid_ctas, 16);
   EXPECT_EQ(small.waves, 1);
 }
 
 TEST(Plan, PackingSharesTheKvStreamAmongTheGroup) {
-  const Plan packed = plan(gqa8(2, 1024), splits(2, true), hopper());
-  const Plan unpacked = plan(gqa8(2, 1024), splits(2, false), hopper());
+  const Plan packed = generic_plan(gqa8(2, 1024), splits(2, true), hopper());
+  const Plan unpacked = generic_plan(gqa8(2, 1024), splits(2, false), hopper());
   EXPECT_EQ(packed.work_items, 2 * 8 * 2);     // batch x h_kv x splits
   EXPECT_EQ(unpacked.work_items, 2 * 64 * 2);  // batch x h_q x splits
   EXPECT_EQ(packed.rows_per_cta, 8);
@@ -132,7 +138,7 @@ TEST(Plan, PackingSharesTheKvStreamAmongTheGroup) {
 }
 
 TEST(Plan, MhaDefaultsToNoPacking) {
-  const Plan p = plan(Shape{3, 1, 1000, 32, 32, 128, Dtype::fp16, 0, true}, splits(1), hopper());
+  const Plan p = generic_plan(Shape{3, 1, 1000, 32, 32, 128, Dtype::fp16, 0, true}, splits(1), hopper());
   EXPECT_FALSE(p.pack_gqa);
   EXPECT_EQ(p.work_items, 3 * 32);
   EXPECT_EQ(p.kv_bytes_read, p.kv_footprint_bytes);  // qpk = 1: nothing is re-read
@@ -140,7 +146,7 @@ TEST(Plan, MhaDefaultsToNoPacking) {
 
 TEST(Plan, LargePackedGroupsAreTiledByBlockM) {
   // 128 query heads per KV head and 2 new tokens: 256 rows in 4 tiles of 64.
-  const Plan p = plan(Shape{2, 2, 512, 128, 1, 128, Dtype::bf16, 0, true}, splits(2, true), hopper());
+  const Plan p = generic_plan(Shape{2, 2, 512, 128, 1, 128, Dtype::bf16, 0, true}, splits(2, true), hopper());
   EXPECT_EQ(p.m_tiles, 4);
   EXPECT_EQ(p.rows_per_cta, 64);
   EXPECT_EQ(p.heads_per_cta, 32);
@@ -153,7 +159,7 @@ TEST(Plan, OccupancyFollowsSharedMemoryAndTheCap) {
   // head_dim 64: 64 KiB of K/V stages + 8 KiB of Q: three fit in 228 KiB.
   Shape s = mqa(1, 512);
   s.head_dim = 64;
-  const Plan p = plan(s, splits(1), hopper());
+  const Plan p = generic_plan(s, splits(1), hopper());
   EXPECT_EQ(p.smem_bytes_per_cta, 2 * 2 * 128 * 64 * 2 + 64 * 64 * 2);
   EXPECT_EQ(p.ctas_per_sm, 3);
   EXPECT_EQ(p.slots, 3 * 132);
@@ -171,7 +177,7 @@ TEST(Plan, OccupancyFollowsSharedMemoryAndTheCap) {
   // head_dim 256 uses 64-row tiles; A100 has 164 KiB per SM.
   Shape big = mqa(1, 512);
   big.head_dim = 256;
-  const Plan a = plan(big, splits(1), ampere());
+  const Plan a = generic_plan(big, splits(1), ampere());
   EXPECT_EQ(a.block_n, 64);
   EXPECT_EQ(a.nblk, 8);
   EXPECT_EQ(a.smem_bytes_per_cta, 2 * 2 * 64 * 256 * 2 + 64 * 256 * 2);
@@ -180,7 +186,7 @@ TEST(Plan, OccupancyFollowsSharedMemoryAndTheCap) {
   // fp8 halves the K/V tiles but not the Q tile.
   Shape f8 = mqa(1, 512);
   f8.dtype = Dtype::fp8;
-  const Plan p8 = plan(f8, splits(1), hopper());
+  const Plan p8 = generic_plan(f8, splits(1), hopper());
   EXPECT_EQ(p8.smem_bytes_per_cta, 2 * 2 * 128 * 128 * 1 + 64 * 128 * 2);
   EXPECT_EQ(p8.kv_footprint_bytes, 2 * 512 * 128);
   EXPECT_EQ(p8.q_bytes, 64 * 128 * 2);
@@ -209,7 +215,7 @@ TEST(Plan, RefusesBadInputsNamingTheField) {
 }
 
 TEST(Plan, LargestMarginLeavesOneSm) {
-  const Plan p = plan(gqa8(4, 1024), splits(4, std::nullopt, 131), hopper());
+  const Plan p = generic_plan(gqa8(4, 1024), splits(4, std::nullopt, 131), hopper());
   EXPECT_EQ(p.sms_used, 1);
   EXPECT_EQ(p.slots, 1);
   EXPECT_EQ(p.grid_ctas, 1);
@@ -217,7 +223,7 @@ TEST(Plan, LargestMarginLeavesOneSm) {
 }
 
 TEST(Plan, JsonCarriesTheResolvedDecisionAndTheGrid) {
-  const Plan p = plan(gqa8(16, 8192), splits(1), hopper());
+  const Plan p = generic_plan(gqa8(16, 8192), splits(1), hopper());
   const nlohmann::json j = to_json(p);
   EXPECT_EQ(j.at("decision").at("pack_gqa"), true);
   EXPECT_EQ(j.at("shape").at("batch"), 16);
@@ -229,8 +235,35 @@ TEST(Plan, JsonCarriesTheResolvedDecisionAndTheGrid) {
   EXPECT_EQ(j.at("kv_bytes_read"), p.kv_bytes_read);
 }
 
+TEST(Plan, RealVariantResourcesComeFromTheKernelSpec) {
+  // paper-table1 with 3 splits: 64 packed rows in 16-row tiles are 12 items, one wave:
+  // the runner tiles by 16 rows to get parallelism (kernel_spec.cpp).
+  const Shape s = mqa(1, 512);
+  const KernelResources r = kernel_resources(s, splits(3), hopper());
+  const KernelSpec spec = spec_for(s, splits(3), 132);
+  EXPECT_EQ(r.block_m, spec.block_m);
+  EXPECT_EQ(r.block_m, 16);
+  EXPECT_EQ(r.threads_per_cta, spec.threads());
+  EXPECT_EQ(r.smem_bytes_per_cta, spec.smem_bytes());
+  const Plan p = plan(s, splits(3), hopper());
+  EXPECT_EQ(p.m_tiles, 4);
+  EXPECT_EQ(p.work_items, 12);
+  EXPECT_EQ(p.smem_bytes_per_cta, spec.smem_bytes());
+  EXPECT_EQ(p.kv_bytes_read, 4 * p.kv_footprint_bytes);  // each row tile streams the KV
+
+  // A large batch tiles by 64 rows (the 16-row items would not fit one wave).
+  EXPECT_EQ(kernel_resources(mqa(64, 8192), splits(1), hopper()).block_m, 64);
+  // No variant for fp8 or head_dim 96: the generic kernel.
+  Shape f8 = s;
+  f8.dtype = Dtype::fp8;
+  EXPECT_EQ(kernel_resources(f8, splits(1), hopper()).smem_bytes_per_cta, 0);
+  Shape d96 = s;
+  d96.head_dim = 96;
+  EXPECT_EQ(kernel_resources(d96, splits(1), hopper()).smem_bytes_per_cta, 0);
+}
+
 TEST(Plan, IsPlainDeterministicData) {
-  EXPECT_EQ(plan(gqa8(5, 3000), splits(7, false, 3), hopper()), plan(gqa8(5, 3000), splits(7, false, 3), hopper()));
+  EXPECT_EQ(generic_plan(gqa8(5, 3000), splits(7, false, 3), hopper()), generic_plan(gqa8(5, 3000), splits(7, false, 3), hopper()));
 }
 
 }  // namespace

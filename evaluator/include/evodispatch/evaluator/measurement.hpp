@@ -3,6 +3,7 @@
 // A failed compile, launch or numeric check is a row with ok = false and the error.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@ struct TimingOptions {
   L2Mode l2 = L2Mode::cold;
   double min_replay_us = 200;  // a captured graph holds enough calls to last this long
   int replays = 30;            // timed replays; the median, p10 and p90 are over these
+                               // (0 on a GPU: check only, the row carries no time)
   int warmup = 3;
   bool check = true;           // compare against the reference once per (shape, decision)
 };
@@ -42,6 +44,16 @@ struct Measurement {
   std::optional<double> rel_error;  // ||out - ref|| / ||ref|| when checked
   nlohmann::json plan;              // the launch plan that produced it (kernels/plan.hpp)
 };
+
+// Median, p10 and p90 of samples, interpolating linearly between order statistics.
+struct SampleStats {
+  double median = 0, p10 = 0, p90 = 0;
+};
+SampleStats sample_stats(std::vector<double> samples);
+
+// {"l2", "min_replay_us", "replays", "warmup", "check"}; every field optional when read.
+nlohmann::json to_json(const TimingOptions&);
+TimingOptions timing_from_json(const nlohmann::json&, const std::string& path = "$");
 
 nlohmann::json to_json(const MeasurementKey&);
 nlohmann::json to_json(const Measurement&);

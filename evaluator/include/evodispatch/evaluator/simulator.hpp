@@ -70,8 +70,9 @@ std::vector<std::string> sim_profile_names();
 // 16 hex digits identifying what the predictions depend on (device and model).
 std::string profile_hash(const SimProfile&);
 
-// The kernel resources the profile's GPU runs with (its occupancy cap applied).
-KernelResources sim_kernel_resources(const SimProfile&);
+// The resources of the kernel variant the GPU would run for (s, d), with the profile's
+// occupancy cap applied.
+KernelResources sim_kernel_resources(const SimProfile&, const Shape& s, const Decision& d);
 // plan() on the profile's device with sim_kernel_resources().
 Plan sim_plan(const SimProfile&, const Shape&, const Decision&);
 

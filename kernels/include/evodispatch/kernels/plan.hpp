@@ -11,19 +11,25 @@
 
 namespace evodispatch {
 
-// What the built-in kernel asks of an SM. These are the ONLY kernel-specific constants
-// of the plan; the real kernel (issue 3) replaces them with the values of its compiled
-// variants (the compiler's resource report).
+// What the decode kernel asks of an SM: the ONLY kernel-specific numbers of the plan.
+// kernel_resources() takes them from the kernel variant the GPU runner launches for the
+// (shape, decision) (kernel_spec.hpp), so the simulator plans the kernel that runs.
 struct KernelResources {
-  int threads_per_cta = 128;        // 4 warps: one warpgroup per CTA
+  int threads_per_cta = 128;        // 4 warps
   int registers_per_thread = 128;
-  int stages = 2;                   // K and V tiles are double-buffered
+  int stages = 2;                   // K/V tiles in flight
   int block_m = 64;                 // query rows per CTA when a packed GQA group is tiled
+  int smem_bytes_per_cta = 0;       // the variant's dynamic shared memory; 0: estimate from the tiles
   int max_ctas_per_sm = 0;          // extra occupancy cap (0 = the hardware's); the simulator sets it
   int combine_threads_per_cta = 128;
   int combine_rows_per_cta = 8;     // query rows merged by one combine CTA
 };
+// A generic kernel, for shapes the built-in kernels do not cover (fp8, other head dims).
 KernelResources builtin_kernel_resources();
+// The resources of the variant spec_for(shape, decision, SMs) and its combine kernel;
+// registers at the launch bound's worst case (255). Falls back to the generic kernel for
+// shapes without a variant.
+KernelResources kernel_resources(const Shape&, const Decision&, const DeviceInfo&);
 
 // What one SM offers, by compute capability (the SM's shared memory, registers, ...).
 struct SmLimits {
@@ -95,8 +101,9 @@ struct Plan {
 
 // Throws InputError naming the field when the shape, the decision or the device is not
 // valid, or when the kernel cannot be configured (a tile too large for shared memory).
-Plan plan(const Shape&, const Decision&, const DeviceInfo&,
-          const KernelResources& resources = builtin_kernel_resources());
+Plan plan(const Shape&, const Decision&, const DeviceInfo&, const KernelResources& resources);
+// The plan of the built-in kernel variant: plan(s, d, hw, kernel_resources(s, d, hw)).
+Plan plan(const Shape&, const Decision&, const DeviceInfo&);
 
 nlohmann::json to_json(const Plan&);
 

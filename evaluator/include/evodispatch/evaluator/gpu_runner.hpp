@@ -1,0 +1,89 @@
+#pragma once
+// The GPU runner (DESIGN.md §4): measures the project's decode kernels on one GPU.
+//
+// For each (shape, decision):
+//  * the decode specialisation (and the combine kernel when splits > 1) is compiled by
+//    NVRTC through the on-disk cubin cache and loaded once per process;
+//  * inputs are seeded N(0, 1) values (the seed is a hash of the case, so a re-run draws
+//    the same numbers), paged caches get a shuffled page table;
+//  * once per (shape, decision) per process, the output (poisoned with NaN first) and
+//    the LSE are checked against a GPU float32 reference kernel (evaluator/cuda/support.cuh);
+//  * R back-to-back calls are captured in one CUDA graph (a replay lasts at least
+//    TimingOptions::min_replay_us); with a cold L2 each call reads the next of several
+//    buffer sets whose total exceeds twice the L2; the per-call time of every replay is a
+//    sample, the row has their median, p10 and p90.
+// Every failure is a row. A sticky CUDA error (the context is lost) also makes the
+// evaluator unusable(): the worker process that holds it must be replaced.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <evodispatch/evaluator/evaluator.hpp>
+#include <evodispatch/evaluator/gpu_probe.hpp>
+#include <evodispatch/kernels/compiler.hpp>
+
+namespace evodispatch {
+
+// A shape with, optionally, each request's own KV length (cache_seqlens). Empty seqlens:
+// every request has shape.seqlen_k keys; otherwise batch entries in [0, seqlen_k].
+struct MeasureCase {
+  Shape shape;
+  std::vector<int> seqlens;
+};
+
+// Relative error bound of the numeric check: 1e-2 for bf16, 5e-3 for fp16.
+double output_tolerance(Dtype);
+
+// What the float32 reference computed, with the inputs it read, as host data.
+struct ReferenceRun {
+  std::vector<float> q, k, v;    // dense layouts of DecodeParams; k/v paged when page_size > 0
+  std::vector<int> seqlens;      // [B]
+  std::vector<int> page_table;   // [B, max_pages] (paged)
+  int max_pages = 0;
+  std::vector<float> out;        // [B, Lq, Hq, D]
+  std::vector<float> lse;        // [B, Hq, Lq]
+};
+
+// Every NVRTC unit the runner may compile for `arch`: the decode family and the runner's
+// own kernels. Compiling them ahead (any machine, no GPU) fills the cubin cache.
+std::vector<CompileUnit> gpu_runner_compile_units(std::string_view arch);
+
+class CudaEvaluator : public Evaluator {
+ public:
+  // Takes GPU `index` (cuda:N); throws InputError when there is no such GPU.
+  explicit CudaEvaluator(int index);
+  ~CudaEvaluator() override;
+
+  const std::string& spec() const override { return spec_; }
+  const DeviceInfo& device() const override { return device_; }
+  // Name, SMs, compute capability, memory size and driver: the same for two identical GPUs.
+  const std::string& fingerprint() const override { return fingerprint_; }
+  // kernel_build_hash() + "@" + the NVRTC arch.
+  const std::string& kernel_build() const override { return kernel_build_; }
+
+  Measurement measure(const Shape&, const Decision&, const TimingOptions&) override;
+  Measurement measure(const MeasureCase&, const Decision&, const TimingOptions&);
+  // Interleaved replays of a and b (the order alternates per pair).
+  Comparison compare(const Shape&, const Decision& a, const Decision& b, const TimingOptions&, int pairs = 30) override;
+  Comparison compare(const MeasureCase&, const Decision& a, const Decision& b, const TimingOptions&, int pairs = 30);
+
+  std::optional<std::string> unusable() const override;
+
+  // The inputs of the case and the float32 reference's outputs on them (tests of the
+  // reference itself). Throws std::runtime_error on a CUDA error.
+  ReferenceRun run_reference(const MeasureCase&);
+
+  const GpuInfo& gpu() const { return gpu_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  GpuInfo gpu_;
+  DeviceInfo device_;
+  std::string spec_, fingerprint_, kernel_build_;
+};
+
+}  // namespace evodispatch

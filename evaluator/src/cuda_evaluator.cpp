@@ -1,0 +1,504 @@
+// CudaEvaluator: the GPU runner of DESIGN.md §4 (see gpu_runner.hpp for the procedure).
+#include <evodispatch/evaluator/gpu_runner.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/evaluator/numeric_check.hpp>
+#include <evodispatch/kernels/kernel_spec.hpp>
+#include <evodispatch/kernels/plan.hpp>
+
+#include <evodispatch/kernels/dtype.hpp>
+
+#include "cuda_util.hpp"
+#include "decode_buffers.hpp"
+#include "kernel_cache.hpp"
+#include "support_kernels.hpp"
+
+namespace evodispatch {
+
+using gpu::check;
+using gpu::CudaError;
+
+namespace {
+
+// A graph holds at most this many calls: enough for 200 us of 1-us calls and for
+// rotating through the buffer sets of the smallest shapes, few enough to instantiate fast.
+constexpr int kMaxCallsPerGraph = 4096;
+constexpr int kMaxBufferSets = kMaxCallsPerGraph;
+// The buffer sets may take this fraction of the free GPU memory.
+constexpr double kSetMemoryFraction = 0.25;
+
+std::string gib(double bytes) {
+  std::ostringstream o;
+  o.precision(3);
+  o << bytes / (1024.0 * 1024 * 1024) << " GiB";
+  return o.str();
+}
+
+// Why the runner has no kernel for this shape, or "".
+std::string unsupported(const Shape& s) {
+  if (s.dtype != Dtype::bf16 && s.dtype != Dtype::fp16)
+    return "dtype " + std::string(to_string(s.dtype)) + " has no kernel yet (bf16, fp16)";
+  if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256)
+    return "head_dim " + std::to_string(s.head_dim) + " has no kernel (64, 128, 256)";
+  return "";
+}
+
+std::string case_id(const MeasureCase& c, const Decision& resolved) {
+  std::string id = to_json(c.shape).dump() + to_json(resolved).dump();
+  for (int l : c.seqlens) id += "," + std::to_string(l);
+  return id;
+}
+
+// One decision made ready to launch on this GPU.
+struct Prepared {
+  Decision decision;  // resolved
+  KernelSpec spec;
+  const gpu::LoadedKernel* decode = nullptr;
+  const gpu::LoadedKernel* combine = nullptr;
+  DecodeParams base{};
+  int decode_grid = 0, combine_grid = 0;
+  nlohmann::json plan;
+};
+
+struct BufferSets {
+  int sets = 1;
+  bool cold_met = true;
+  std::string note;
+};
+
+}  // namespace
+
+double output_tolerance(Dtype d) { return d == Dtype::fp16 ? 5e-3 : 1e-2; }
+
+std::vector<CompileUnit> gpu_runner_compile_units(std::string_view arch) {
+  std::vector<CompileUnit> units;
+  for (const auto& spec : all_kernel_specs()) units.push_back(compile_unit(spec, arch));
+  units.push_back(gpu::support_compile_unit(arch));
+  return units;
+}
+
+struct CudaEvaluator::Impl {
+  Impl(int index, const GpuInfo& g)
+      : index(index), gpu(g), cache(KernelCompiler(arch_for_cc(g.cc))), support(cache) {}
+
+  int index;
+  GpuInfo gpu;
+  gpu::KernelCache cache;
+  gpu::SupportKernels support;
+  std::unique_ptr<gpu::Stream> stream;
+  std::optional<std::string> broken;
+  // Cases that passed the numeric check in this process, with their error: a row of a
+  // case checked before reports the error of that check.
+  std::map<std::string, double> checked;
+
+  cudaStream_t s() const { return stream->get(); }
+
+  void select_device() const { check(cudaSetDevice(index), "cudaSetDevice"); }
+
+  // After a CudaError: is the context still usable? A sticky error fails every later
+  // call, so a synchronize tells.
+  void after_error(const CudaError& e) {
+    cudaGetLastError();
+    const cudaError_t sync = cudaDeviceSynchronize();
+    if (gpu::is_sticky(e.code()) || sync != cudaSuccess) {
+      broken = e.what();
+      if (sync != cudaSuccess && sync != e.code()) *broken += "; then " + std::string(cudaGetErrorName(sync));
+    }
+  }
+
+  // The kernels, grids and plan of a decision; "" or why it cannot run.
+  std::string prepare(const MeasureCase& c, const Decision& d, const DeviceInfo& dev, Prepared& p) {
+    p.decision = resolve(d, c.shape);
+    p.spec = spec_for(c.shape, p.decision, dev.num_sms);
+    std::string error;
+    p.decode = cache.get(p.spec, &error);
+    if (!p.decode) return error;
+    const bool split = p.decision.num_splits > 1;
+    KernelSpec combine_spec;
+    if (split) {
+      combine_spec = combine_spec_for(c.shape);
+      p.combine = cache.get(combine_spec, &error);
+      if (!p.combine) return error;
+    }
+    const gpu::CaseLayout layout = gpu::case_layout(c.shape, 1);
+    p.base = decode_params_for(c.shape, p.decision, p.spec, layout.max_pages);
+
+    // The persistent grids: at most (SMs - sm_margin) x resident CTAs per SM.
+    const std::int64_t sms = dev.num_sms - p.decision.sm_margin;
+    p.decode_grid = static_cast<int>(std::min<std::int64_t>(p.base.num_work_items, sms * p.decode->ctas_per_sm));
+    std::int64_t combine_ctas = 0;
+    if (split) {
+      const std::int64_t rows = std::int64_t{c.shape.batch} * c.shape.seqlen_q * c.shape.h_q;
+      combine_ctas = (rows + combine_spec.rows_per_cta() - 1) / combine_spec.rows_per_cta();
+      p.combine_grid = static_cast<int>(std::min<std::int64_t>(combine_ctas, sms * p.combine->ctas_per_sm));
+    }
+
+    // The plan with this GPU's real kernel resources, and what is actually launched.
+    // The variant's own numbers (kernels/plan.hpp), made exact: ptxas's register count and
+    // the occupancy the runtime reports.
+    KernelResources res = kernel_resources(c.shape, p.decision, dev);
+    res.threads_per_cta = p.spec.threads();
+    if (p.decode->resources.registers > 0) res.registers_per_thread = p.decode->resources.registers;
+    res.stages = p.spec.stages;
+    res.block_m = p.spec.block_m;
+    res.smem_bytes_per_cta = p.spec.smem_bytes();
+    res.max_ctas_per_sm = p.decode->ctas_per_sm;
+    try {
+      p.plan = to_json(plan(c.shape, p.decision, dev, res));
+    } catch (const InputError& e) {
+      // The plan's resource model refused what the GPU accepts: keep the launch facts.
+      p.plan = nlohmann::json::object();
+      p.plan["plan_error"] = e.what();
+    }
+    nlohmann::json g = {{"decode_kernel", p.spec.name()},
+                        {"decode_grid", p.decode_grid},
+                        {"decode_block", p.decode->threads},
+                        {"decode_smem_bytes", p.decode->dynamic_smem},
+                        {"decode_ctas_per_sm", p.decode->ctas_per_sm},
+                        {"decode_registers", p.decode->resources.registers},
+                        {"decode_spill_bytes", p.decode->resources.spill_store_bytes + p.decode->resources.spill_load_bytes},
+                        {"work_items", p.base.num_work_items}};
+    if (split) {
+      g["combine_kernel"] = combine_spec.name();
+      g["combine_grid"] = p.combine_grid;
+      g["combine_block"] = p.combine->threads;
+      g["combine_ctas"] = combine_ctas;
+      g["combine_registers"] = p.combine->resources.registers;
+    }
+    p.plan["gpu"] = g;
+    if (!c.seqlens.empty()) p.plan["seqlens"] = c.seqlens;
+    return "";
+  }
+
+  void launch(const Prepared& p, const gpu::DecodeBuffers& buf, int set, bool with_lse) const {
+    DecodeParams params = buf.params(p.base, set, with_lse);
+    void* args[] = {&params};
+    check(cudaLaunchKernel(p.decode->func(), dim3(p.decode_grid), dim3(p.decode->threads), args,
+                           static_cast<std::size_t>(p.decode->dynamic_smem), s()),
+          "launch decode kernel");
+    if (p.combine)
+      check(cudaLaunchKernel(p.combine->func(), dim3(p.combine_grid), dim3(p.combine->threads), args, 0, s()),
+            "launch combine kernel");
+  }
+
+  BufferSets buffer_sets(const gpu::CaseLayout& layout, L2Mode l2) const {
+    BufferSets b;
+    std::size_t free = 0, total = 0;
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    const double set_bytes = static_cast<double>(layout.set_bytes);
+    if (set_bytes > 0.9 * static_cast<double>(free))
+      throw CudaError(cudaErrorMemoryAllocation, "one set of inputs and outputs needs " + gib(set_bytes) + ", " +
+                                                     gib(static_cast<double>(free)) + " of GPU memory is free");
+    if (l2 == L2Mode::hot) return b;
+    const double target = 2.0 * static_cast<double>(gpu.l2_bytes);
+    const auto needed = static_cast<std::int64_t>(std::floor(target / set_bytes)) + 1;
+    const auto budget = std::max<std::int64_t>(1, static_cast<std::int64_t>(kSetMemoryFraction * free / set_bytes));
+    b.sets = static_cast<int>(std::min<std::int64_t>({needed, budget, kMaxBufferSets}));
+    b.cold_met = b.sets * set_bytes > target;
+    if (!b.cold_met)
+      b.note = "cold L2 not reached: " + std::to_string(b.sets) + " buffer sets of " + gib(set_bytes) + " total " +
+               gib(b.sets * set_bytes) + ", less than twice the L2 (" + gib(target) + ")" +
+               (b.sets == kMaxBufferSets ? " (set cap)" : " (memory cap: 25% of free GPU memory)");
+    return b;
+  }
+
+  // Poisons, runs once, compares with the reference.
+  NumericCheck numeric_check(const Prepared& p, const gpu::DecodeBuffers& buf, const Shape& shape) {
+    const gpu::CaseLayout& l = buf.layout();
+    const std::size_t lse_n = static_cast<std::size_t>(shape.batch) * shape.h_q * shape.seqlen_q;
+    // 0xFFFF is a NaN in bf16 and fp16, 0xFFFFFFFF in fp32: unwritten elements stay NaN.
+    check(cudaMemsetAsync(buf.out(0), 0xff, static_cast<std::size_t>(l.q_elems) * 2, s()), "poison out");
+    check(cudaMemsetAsync(buf.lse(), 0xff, lse_n * sizeof(float), s()), "poison lse");
+    launch(p, buf, 0, true);
+    gpu::DeviceBuffer ref_out(static_cast<std::size_t>(l.q_elems) * sizeof(float));
+    gpu::DeviceBuffer ref_lse(lse_n * sizeof(float));
+    support.reference(buf.reference_params(static_cast<float*>(ref_out.get()), static_cast<float*>(ref_lse.get())), s());
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(l.q_elems));
+    std::vector<float> ref(out.size()), lse(lse_n), rlse(lse_n);
+    check(cudaMemcpyAsync(out.data(), buf.out(0), out.size() * 2, cudaMemcpyDeviceToHost, s()), "copy out");
+    check(cudaMemcpyAsync(ref.data(), ref_out.get(), ref.size() * 4, cudaMemcpyDeviceToHost, s()), "copy reference");
+    check(cudaMemcpyAsync(lse.data(), buf.lse(), lse_n * 4, cudaMemcpyDeviceToHost, s()), "copy lse");
+    check(cudaMemcpyAsync(rlse.data(), ref_lse.get(), lse_n * 4, cudaMemcpyDeviceToHost, s()), "copy reference lse");
+    stream->sync();
+    return check_output(out, shape.dtype, ref, lse, rlse, output_tolerance(shape.dtype));
+  }
+
+  // Checks `p` unless this case already passed; "" or why it failed (rel_error set).
+  std::string ensure_checked(const MeasureCase& c, const Prepared& p, const gpu::DecodeBuffers& buf,
+                             const TimingOptions& t, Measurement& m) {
+    if (!t.check) return "";
+    const std::string id = case_id(c, p.decision);
+    if (const auto it = checked.find(id); it != checked.end()) {
+      m.rel_error = it->second;
+      return "";
+    }
+    const NumericCheck nc = numeric_check(p, buf, c.shape);
+    m.rel_error = nc.rel_error;
+    if (!nc.ok) return "numeric check failed (" + p.spec.name() + ", " + describe(p.decision) + "): " + nc.error;
+    checked.emplace(id, nc.rel_error);
+    return "";
+  }
+
+  gpu::GraphExec capture_calls(const Prepared& p, const gpu::DecodeBuffers& buf, int calls) {
+    return gpu::capture(*stream, [&] {
+      for (int i = 0; i < calls; ++i) launch(p, buf, i % buf.sets(), false);
+    });
+  }
+
+  // Microseconds of one replay of each graph, `n` times, back to back.
+  std::vector<double> replay_times(const gpu::GraphExec& g, int n) {
+    std::vector<gpu::Event> start(n), stop(n);
+    for (int i = 0; i < n; ++i) {
+      check(cudaEventRecord(start[i].get(), s()), "cudaEventRecord");
+      g.launch(s());
+      check(cudaEventRecord(stop[i].get(), s()), "cudaEventRecord");
+    }
+    stream->sync();
+    std::vector<double> us(n);
+    for (int i = 0; i < n; ++i) us[i] = 1000.0 * gpu::elapsed_ms(start[i], stop[i]);
+    return us;
+  }
+
+  // Calls per graph: a replay lasts >= min_replay_us and, cold, visits every set.
+  int calls_per_graph(const Prepared& p, const gpu::DecodeBuffers& buf, const TimingOptions& t) {
+    constexpr int kProbe = 8;
+    const gpu::GraphExec probe = capture_calls(p, buf, kProbe);
+    replay_times(probe, 2);  // first replays upload the graph and warm the instruction cache
+    const auto times = replay_times(probe, 3);
+    const double one = std::max(0.05, sample_stats(times).median / kProbe);
+    auto calls = static_cast<std::int64_t>(std::ceil(t.min_replay_us / one));
+    if (t.l2 == L2Mode::cold) calls = std::max<std::int64_t>(calls, buf.sets());
+    return static_cast<int>(std::clamp<std::int64_t>(calls, 1, kMaxCallsPerGraph));
+  }
+
+  void time_into(Measurement& m, const std::vector<double>& per_call_us) {
+    const SampleStats st = sample_stats(per_call_us);
+    m.median_us = st.median;
+    m.p10_us = st.p10;
+    m.p90_us = st.p90;
+    m.samples = static_cast<int>(per_call_us.size());
+  }
+};
+
+CudaEvaluator::CudaEvaluator(int index) {
+  std::string why;
+  const auto gpus = probe_gpus(&why);
+  if (index < 0 || index >= static_cast<int>(gpus.size()))
+    throw InputError("cuda:" + std::to_string(index) + ": no such GPU" + (gpus.empty() ? " (" + why + ")" : ""));
+  gpu_ = gpus[index];
+  device_ = device_info(gpu_);
+  spec_ = "cuda:" + std::to_string(index);
+  fingerprint_ = gpu_.name + "/" + std::to_string(gpu_.num_sms) + "sm/cc" + std::to_string(gpu_.cc) + "/" +
+                 std::to_string(gpu_.memory_bytes >> 20) + "MiB/driver" + gpu_.driver;
+  kernel_build_ = kernel_build_hash() + "@" + arch_for_cc(gpu_.cc);
+  impl_ = std::make_unique<Impl>(index, gpu_);
+  try {
+    impl_->select_device();
+    check(cudaFree(nullptr), "create the CUDA context");
+    impl_->stream = std::make_unique<gpu::Stream>();
+  } catch (const CudaError& e) {
+    throw InputError(spec_ + ": " + e.what());
+  }
+}
+
+CudaEvaluator::~CudaEvaluator() = default;
+
+std::optional<std::string> CudaEvaluator::unusable() const { return impl_->broken; }
+
+Measurement CudaEvaluator::measure(const Shape& shape, const Decision& d, const TimingOptions& t) {
+  return measure(MeasureCase{shape, {}}, d, t);
+}
+
+Measurement CudaEvaluator::measure(const MeasureCase& c, const Decision& d, const TimingOptions& t) {
+  Measurement m;
+  m.key = key(c.shape, d, t);
+  if (impl_->broken) {
+    m.error = spec_ + " is unusable after an earlier CUDA error: " + *impl_->broken;
+    return m;
+  }
+  if (auto why = decision_error(d, device_)) {
+    m.error = "invalid decision (" + describe(d) + "): " + *why;
+    return m;
+  }
+  try {
+    validate(c.shape, "shape");
+    if (const std::string why = unsupported(c.shape); !why.empty()) {
+      m.error = "unsupported shape (" + describe(c.shape) + "): " + why;
+      return m;
+    }
+    impl_->select_device();
+    Prepared p;
+    if (std::string why = impl_->prepare(c, d, device_, p); !why.empty()) {
+      m.error = why;
+      return m;
+    }
+    m.plan = p.plan;
+    const gpu::CaseLayout layout = gpu::case_layout(c.shape, p.decision.num_splits);
+    const bool timed = t.replays > 0;
+    const BufferSets sets = timed ? impl_->buffer_sets(layout, t.l2) : BufferSets{};
+    const gpu::DecodeBuffers buf(c, p.decision.num_splits, sets.sets, impl_->support, *impl_->stream);
+    if (std::string why = impl_->ensure_checked(c, p, buf, t, m); !why.empty()) {
+      m.error = why;
+      return m;
+    }
+    if (timed) {
+      const int calls = impl_->calls_per_graph(p, buf, t);
+      const gpu::GraphExec g = impl_->capture_calls(p, buf, calls);
+      impl_->replay_times(g, std::max(1, t.warmup));
+      std::vector<double> per_call = impl_->replay_times(g, t.replays);
+      for (double& x : per_call) x /= calls;
+      impl_->time_into(m, per_call);
+      m.plan["gpu"]["calls_per_replay"] = calls;
+      m.plan["gpu"]["buffer_sets"] = sets.sets;
+      m.plan["gpu"]["set_bytes"] = layout.set_bytes;
+      m.plan["gpu"]["l2"] = std::string(to_string(t.l2));
+      m.plan["gpu"]["cold_l2_met"] = sets.cold_met;
+      if (!sets.note.empty()) m.plan["gpu"]["note"] = sets.note;
+    }
+    m.ok = true;
+  } catch (const CudaError& e) {
+    impl_->after_error(e);
+    m.ok = false;
+    m.error = e.what();
+    if (impl_->broken) m.error += " (sticky: " + spec_ + " must be restarted)";
+  } catch (const std::exception& e) {
+    m.ok = false;
+    m.error = e.what();
+  }
+  return m;
+}
+
+Comparison CudaEvaluator::compare(const Shape& shape, const Decision& a, const Decision& b, const TimingOptions& t,
+                                  int pairs) {
+  return compare(MeasureCase{shape, {}}, a, b, t, pairs);
+}
+
+Comparison CudaEvaluator::compare(const MeasureCase& c, const Decision& a, const Decision& b, const TimingOptions& t,
+                                  int pairs) {
+  Comparison cmp;
+  cmp.a.key = key(c.shape, a, t);
+  cmp.b.key = key(c.shape, b, t);
+  auto fail = [&](const std::string& why) {
+    cmp.error = why;
+    cmp.a.error = cmp.b.error = why;
+    return cmp;
+  };
+  if (impl_->broken) return fail(spec_ + " is unusable after an earlier CUDA error: " + *impl_->broken);
+  for (const Decision* d : {&a, &b})
+    if (auto why = decision_error(*d, device_)) return fail("invalid decision (" + describe(*d) + "): " + *why);
+  pairs = std::max(1, pairs);
+  try {
+    validate(c.shape, "shape");
+    if (const std::string why = unsupported(c.shape); !why.empty())
+      return fail("unsupported shape (" + describe(c.shape) + "): " + why);
+    impl_->select_device();
+    Prepared pa, pb;
+    if (std::string why = impl_->prepare(c, a, device_, pa); !why.empty()) return fail("a: " + why);
+    if (std::string why = impl_->prepare(c, b, device_, pb); !why.empty()) return fail("b: " + why);
+    cmp.a.plan = pa.plan;
+    cmp.b.plan = pb.plan;
+    // One set of buffers serves both: room for the larger workspace.
+    const int max_splits = std::max(pa.decision.num_splits, pb.decision.num_splits);
+    const gpu::CaseLayout layout = gpu::case_layout(c.shape, max_splits);
+    const BufferSets sets = impl_->buffer_sets(layout, t.l2);
+    const gpu::DecodeBuffers buf(c, max_splits, sets.sets, impl_->support, *impl_->stream);
+    if (std::string why = impl_->ensure_checked(c, pa, buf, t, cmp.a); !why.empty()) return fail("a: " + why);
+    if (std::string why = impl_->ensure_checked(c, pb, buf, t, cmp.b); !why.empty()) return fail("b: " + why);
+
+    TimingOptions tt = t;
+    const int calls_a = impl_->calls_per_graph(pa, buf, tt);
+    const int calls_b = impl_->calls_per_graph(pb, buf, tt);
+    const gpu::GraphExec ga = impl_->capture_calls(pa, buf, calls_a);
+    const gpu::GraphExec gb = impl_->capture_calls(pb, buf, calls_b);
+    impl_->replay_times(ga, std::max(1, t.warmup));
+    impl_->replay_times(gb, std::max(1, t.warmup));
+    // A then B on even pairs, B then A on odd ones, so neither always runs second.
+    std::vector<double> ta, tb, ratios;
+    for (int i = 0; i < pairs; ++i) {
+      double x, y;
+      if (i % 2 == 0) {
+        x = impl_->replay_times(ga, 1)[0] / calls_a;
+        y = impl_->replay_times(gb, 1)[0] / calls_b;
+      } else {
+        y = impl_->replay_times(gb, 1)[0] / calls_b;
+        x = impl_->replay_times(ga, 1)[0] / calls_a;
+      }
+      ta.push_back(x);
+      tb.push_back(y);
+      ratios.push_back(x / y);
+    }
+    impl_->time_into(cmp.a, ta);
+    impl_->time_into(cmp.b, tb);
+    for (auto* side : {&cmp.a, &cmp.b}) {
+      side->plan["gpu"]["buffer_sets"] = sets.sets;
+      side->plan["gpu"]["l2"] = std::string(to_string(t.l2));
+      side->plan["gpu"]["cold_l2_met"] = sets.cold_met;
+      if (!sets.note.empty()) side->plan["gpu"]["note"] = sets.note;
+      side->ok = true;
+    }
+    cmp.a.plan["gpu"]["calls_per_replay"] = calls_a;
+    cmp.b.plan["gpu"]["calls_per_replay"] = calls_b;
+    const SampleStats r = sample_stats(ratios);
+    cmp.ratio = r.median;
+    cmp.ratio_lo = r.p10;
+    cmp.ratio_hi = r.p90;
+    cmp.pairs = pairs;
+    cmp.ok = true;
+  } catch (const CudaError& e) {
+    impl_->after_error(e);
+    std::string why = e.what();
+    if (impl_->broken) why += " (sticky: " + spec_ + " must be restarted)";
+    cmp.a.ok = cmp.b.ok = false;
+    return fail(why);
+  } catch (const std::exception& e) {
+    cmp.a.ok = cmp.b.ok = false;
+    return fail(e.what());
+  }
+  return cmp;
+}
+
+ReferenceRun CudaEvaluator::run_reference(const MeasureCase& c) {
+  validate(c.shape, "shape");
+  if (const std::string why = unsupported(c.shape); !why.empty()) throw InputError(why);
+  impl_->select_device();
+  const gpu::DecodeBuffers buf(c, 1, 1, impl_->support, *impl_->stream);
+  const gpu::CaseLayout& l = buf.layout();
+  const std::size_t lse_n = static_cast<std::size_t>(c.shape.batch) * c.shape.h_q * c.shape.seqlen_q;
+  gpu::DeviceBuffer out(static_cast<std::size_t>(l.q_elems) * 4), lse(lse_n * 4);
+  impl_->support.reference(buf.reference_params(static_cast<float*>(out.get()), static_cast<float*>(lse.get())),
+                           impl_->s());
+  ReferenceRun r;
+  r.seqlens = buf.seqlens();
+  r.page_table = buf.page_table();
+  r.max_pages = l.max_pages;
+  r.out.resize(static_cast<std::size_t>(l.q_elems));
+  r.lse.resize(lse_n);
+  std::vector<std::uint16_t> q(static_cast<std::size_t>(l.q_elems)), k(static_cast<std::size_t>(l.kv_elems)),
+      v(k.size());
+  auto copy = [&](void* dst, const void* src, std::size_t bytes) {
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, impl_->s()), "copy reference inputs");
+  };
+  copy(r.out.data(), out.get(), r.out.size() * 4);
+  copy(r.lse.data(), lse.get(), lse_n * 4);
+  copy(q.data(), buf.q(0), q.size() * 2);
+  copy(k.data(), buf.k(0), k.size() * 2);
+  copy(v.data(), buf.v(0), v.size() * 2);
+  impl_->stream->sync();
+  auto widen = [&](const std::vector<std::uint16_t>& bits) {
+    std::vector<float> f(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) f[i] = bits_to_float(c.shape.dtype, bits[i]);
+    return f;
+  };
+  r.q = widen(q);
+  r.k = widen(k);
+  r.v = widen(v);
+  return r;
+}
+
+}  // namespace evodispatch

@@ -1,0 +1,67 @@
+#pragma once
+// The device buffers of one measured case: `sets` copies of (q, k, v, out, fp32
+// workspace) laid out back to back in one allocation, so that a cold-L2 graph can give
+// each call the next set, plus what every set shares (cache_seqlens, page table) and the
+// LSE output of the checked run.
+#include <cstdint>
+#include <vector>
+
+#include <evodispatch/evaluator/gpu_runner.hpp>
+#include <evodispatch/kernels/decode_params.hpp>
+
+#include "cuda_util.hpp"
+#include "support_kernels.hpp"
+
+namespace evodispatch::gpu {
+
+// Byte offsets inside one set (each region 256-byte aligned) and element counts.
+struct CaseLayout {
+  std::int64_t q = 0, k = 0, v = 0, out = 0, o_partial = 0, lse_partial = 0;
+  std::int64_t set_bytes = 0;
+  std::int64_t q_elems = 0, kv_elems = 0;  // out has q_elems
+  int max_pages = 0, num_pages = 0;        // paged only
+};
+// Room for a workspace of up to `max_splits` splits (none when 1).
+CaseLayout case_layout(const Shape&, int max_splits);
+
+// The seed of a case's inputs: a hash of the shape and the request lengths.
+std::uint64_t case_seed(const MeasureCase&);
+// Each request's KV length; throws InputError naming what is wrong with c.seqlens.
+std::vector<int> request_lengths(const MeasureCase&);
+// A permutation of [0, batch * max_pages) as a [batch, max_pages] table, from `seed`.
+std::vector<int> shuffled_page_table(int batch, int max_pages, std::uint64_t seed);
+
+class DecodeBuffers {
+ public:
+  // Allocates and fills the sets (every 16-bit element of the arena drawn from N(0, 1):
+  // set 0's inputs depend only on the case, not on max_splits or sets).
+  DecodeBuffers(const MeasureCase&, int max_splits, int sets, SupportKernels&, const Stream&);
+
+  int sets() const { return sets_; }
+  const CaseLayout& layout() const { return layout_; }
+  const std::vector<int>& seqlens() const { return seqlens_; }
+  const std::vector<int>& page_table() const { return page_table_; }
+
+  // `base` (decode_params_for) with the pointers of set `set`; `with_lse` also writes the
+  // LSE output (the checked run).
+  DecodeParams params(const DecodeParams& base, int set, bool with_lse) const;
+  // The reference's view of set 0, writing to out / lse.
+  ReferenceParams reference_params(float* out, float* lse) const;
+
+  void* out(int set) const { return base(set) + layout_.out; }
+  float* lse() const { return static_cast<float*>(lse_.get()); }
+  void* q(int set) const { return base(set) + layout_.q; }
+  void* k(int set) const { return base(set) + layout_.k; }
+  void* v(int set) const { return base(set) + layout_.v; }
+
+ private:
+  char* base(int set) const { return arena_.bytes() + static_cast<std::int64_t>(set) * layout_.set_bytes; }
+
+  Shape shape_;
+  CaseLayout layout_;
+  int sets_;
+  std::vector<int> seqlens_, page_table_;
+  DeviceBuffer arena_, seqlens_d_, page_table_d_, lse_;
+};
+
+}  // namespace evodispatch::gpu

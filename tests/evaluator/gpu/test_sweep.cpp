@@ -1,0 +1,113 @@
+// Every knob value class against the float32 reference on odd sizes (issue 3's list):
+// batch 3, 13; seqlen_k 1, 7, 97, 1000, 4099 and mixed per request; page sizes 1, 3, 16,
+// 256; qpk 1, 3, 7, 8, 16 and Hq=28/Hkv=4, Hq=71/Hkv=1; num_splits above nblk; sm_margin
+// 0 and 100; Lq 1, 4, 16; bf16 and fp16; head_dim 64, 128, 256. Check only (no timing),
+// so the sweep stays well under a minute once the kernels are compiled.
+#include <sstream>
+
+#include "gpu_support.hpp"
+
+namespace evodispatch::gputest {
+namespace {
+
+struct SweepCase {
+  std::string name;
+  MeasureCase c;
+  Decision d;
+};
+
+Decision dec(int splits, std::optional<bool> pack = std::nullopt, int margin = 0) { return Decision{splits, pack, margin}; }
+
+std::vector<SweepCase> sweep_cases() {
+  std::vector<SweepCase> v;
+  auto add = [&](const std::string& cls, const Shape& s, const Decision& d, std::vector<int> lens = {}) {
+    std::ostringstream n;
+    n << cls << "_b" << s.batch << "_lq" << s.seqlen_q << "_lk" << s.seqlen_k << "_h" << s.h_q << "x" << s.h_kv << "_d"
+      << s.head_dim << "_" << to_string(s.dtype) << "_p" << s.page_size << "_s" << d.num_splits << "_pk"
+      << (d.pack_gqa ? (*d.pack_gqa ? "1" : "0") : "a") << "_m" << d.sm_margin << (s.causal ? "" : "_nc");
+    // A case listed under two classes is checked once per process: keep the first.
+    for (const auto& o : v)
+      if (o.c.shape == s && o.c.seqlens == lens && resolve(o.d, s) == resolve(d, s)) return;
+    v.push_back({n.str(), MeasureCase{s, std::move(lens)}, d});
+  };
+  for (int b : {3, 13})
+    for (int sp : {1, 4}) add("batch", S().b(b).lk(1000), dec(sp));
+  for (int lk : {1, 7, 97, 1000, 4099})
+    for (int sp : {1, 5}) add("seqlen", S().lk(lk), dec(sp));
+  const std::vector<int> mixed = {1, 4099, 7, 97, 1000, 128, 129, 2048, 3, 4000, 64, 500, 2};
+  for (int page : {0, 16})
+    for (int sp : {1, 7}) add("mixed", S().b(13).lk(4099).page(page), dec(sp), mixed);
+  add("mixed_lq4", S().b(13).lq(4).lk(4099).page(3), dec(3), mixed);
+  for (int page : {1, 3, 16, 256})
+    for (int lk : {97, 1000})
+      for (int sp : {1, 3}) add("page", S().lk(lk).page(page), dec(sp));
+  for (int qpk : {1, 3, 7, 8, 16})
+    for (bool pack : {true, false})
+      for (int lq : {1, 4}) add("qpk", S().heads(2 * qpk, 2).lq(lq).lk(300), dec(2, pack));
+  for (auto [hq, hkv] : {std::pair{28, 4}, std::pair{71, 1}})
+    for (bool pack : {true, false})
+      for (int sp : {1, 3}) add("gqa", S().heads(hq, hkv).lk(1000), dec(sp, pack));
+  // nblk = 1 at Lk = 97 and 8 at Lk = 1000 (128-row split blocks): empty splits.
+  for (int sp : {2, 256}) add("splits", S().lk(97), dec(sp));
+  for (int sp : {13, 64}) add("splits", S().lk(1000), dec(sp));
+  add("splits", S().lk(1000).page(16), dec(64));
+  add("splits", S().lk(1000).d(256), dec(17));
+  for (int margin : {0, 100, 131})
+    for (int sp : {1, 8}) add("margin", S().b(13).lk(1000), dec(sp, std::nullopt, margin));
+  for (int lq : {1, 4, 16})
+    for (int qpk : {1, 8})
+      for (int sp : {1, 3}) add("lq", S().lq(lq).heads(2 * qpk, 2).lk(500), dec(sp));
+  add("lq", S().lq(16).lk(7), dec(1));  // more new tokens than keys: early rows see nothing
+  add("lq", S().lq(16).lk(7), dec(4));
+  add("lq", S().lq(4).lk(200).noncausal(), dec(2));
+  for (int d : {64, 128, 256})
+    for (int page : {0, 16})
+      for (int sp : {1, 4}) add("fp16", S().fp16().d(d).lk(1000).page(page), dec(sp));
+  for (int d : {64, 256})
+    for (int page : {0, 16})
+      for (int sp : {1, 4}) add("bf16", S().d(d).lk(1000).page(page), dec(sp));
+  return v;
+}
+
+class GpuSweep : public ::testing::TestWithParam<SweepCase> {};
+
+TEST_P(GpuSweep, MatchesTheReference) {
+  EVO_REQUIRE_GPU();
+  const SweepCase& sc = GetParam();
+  const Measurement m = gpu()->measure(sc.c, sc.d, check_only());
+  EXPECT_TRUE(m.ok) << describe(sc.c.shape) << " " << describe(sc.d) << ": " << m.error;
+  ASSERT_TRUE(m.rel_error.has_value()) << m.error;
+  EXPECT_LT(*m.rel_error, output_tolerance(sc.c.shape.dtype));
+  RecordProperty("rel_error", std::to_string(*m.rel_error));
+  if (m.plan.contains("gpu")) RecordProperty("kernel", m.plan["gpu"].value("decode_kernel", std::string()));
+  ASSERT_FALSE(gpu()->unusable().has_value()) << *gpu()->unusable();
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GpuSweep, ::testing::ValuesIn(sweep_cases()),
+                         [](const ::testing::TestParamInfo<SweepCase>& i) { return i.param.name; });
+
+TEST(GpuRunner, RejectsWhatItCannotRunAsRows) {
+  EVO_REQUIRE_GPU();
+  Measurement m = gpu()->measure(S().d(96), dec(1), check_only());
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.error.find("head_dim 96"), std::string::npos) << m.error;
+  Shape fp8 = S();
+  fp8.dtype = Dtype::fp8;
+  EXPECT_FALSE(gpu()->measure(fp8, dec(1), check_only()).ok);
+  m = gpu()->measure(S(), dec(300), check_only());
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.error.find("num_splits"), std::string::npos) << m.error;
+  m = gpu()->measure(S(), dec(1, std::nullopt, gpu()->device().num_sms), check_only());
+  EXPECT_FALSE(m.ok);
+  m = gpu()->measure(MeasureCase{S(), {1, 2}}, dec(1), check_only());  // 2 lengths for a batch of 3
+  EXPECT_FALSE(m.ok);
+  EXPECT_NE(m.error.find("seqlens"), std::string::npos) << m.error;
+  m = gpu()->measure(MeasureCase{S(), {1, 2, 98}}, dec(1), check_only());  // past seqlen_k
+  EXPECT_FALSE(m.ok);
+  EXPECT_FALSE(gpu()->unusable().has_value());
+  // Still measures after all that.
+  EXPECT_TRUE(gpu()->measure(S(), dec(2), check_only()).ok);
+}
+
+}  // namespace
+}  // namespace evodispatch::gputest
