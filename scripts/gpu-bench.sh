@@ -5,7 +5,8 @@
 #   bash scripts/gpu-bench.sh            # writes into $OUT (default ./gpu-bench-out)
 #
 # 1. bench --policy oracle on bench/gpu/perf-shapes.json (splits 1..64, pack on/off) and
-#    on cliff-8k (splits 1..12): the best decision per shape, measured;
+#    on cliff-8k (splits 1..32, packed: unpacked reads the KV 8 times): the best decision
+#    per shape, measured;
 # 2. bench/gpu/sdpa_compare.py: PyTorch SDPA (cuDNN and flash backends) on the same shapes,
 #    same GPU, same protocol, printed side by side with the targets (report.md, report.json);
 # 3. sweep batch on cliff-8k under fa3 and the U-curve of paper-table1's MQA row;
@@ -26,7 +27,10 @@ work_cache=$(mktemp -d /tmp/evo-cubin-XXXXXX)
 export EVODISPATCH_CACHE_DIR="$work_cache"
 export EVODISPATCH_WORKER_BINARY="$bin"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-db=${DB:-/tmp/evo-gpu-bench.db}
+# DB: an earlier run's database, to reuse its measurements (copied, never written in place).
+db=/tmp/evo-gpu-bench.db
+rm -f "$db" "$db-wal" "$db-shm"
+[ -n "${DB:-}" ] && cp "$DB" "$db"
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 evo() { "$bin" "$@" --device cuda:0 --db "$db"; }
@@ -35,7 +39,7 @@ step "oracle on the performance shapes"
 evo bench --workload bench/gpu/perf-shapes.json --policy oracle --oracle-splits 1..64 --json \
   >"$out/oracle-perf.json" 2>"$out/oracle-perf.log" || status=1
 step "oracle on cliff-8k"
-evo bench --workload cliff-8k --policy oracle --oracle-splits 1..12 --json \
+evo bench --workload cliff-8k --policy oracle --oracle-splits 1..32 --oracle-pack on --json \
   >"$out/oracle-cliff-8k.json" 2>"$out/oracle-cliff-8k.log" || status=1
 
 step "PyTorch SDPA on the same shapes"
