@@ -31,6 +31,9 @@ int run(int argc, char** argv) {
   add_bench(app, action);
   add_sweep(app, action);
   add_calibrate(app, action);
+  add_search(app, action);
+  add_distill(app, action);
+  add_regress(app, action);
   add_worker(app, action);
   try {
     app.parse(argc, argv);

@@ -33,6 +33,8 @@ void add_sweep(CLI::App& app, Action& action);
 void add_calibrate(CLI::App& app, Action& action);
 void add_search(CLI::App& app, Action& action);
 void add_worker(CLI::App& app, Action& action);
+void add_distill(CLI::App& app, Action& action);
+void add_regress(CLI::App& app, Action& action);
 
 int run(int argc, char** argv);
 

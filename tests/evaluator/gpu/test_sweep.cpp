@@ -15,6 +15,8 @@ struct SweepCase {
   MeasureCase c;
   Decision d;
 };
+// The test's name says it all: no byte dump of the parameter in listings.
+void PrintTo(const SweepCase& c, std::ostream* os) { *os << c.name; }
 
 Decision dec(int splits, std::optional<bool> pack = std::nullopt, int margin = 0) { return Decision{splits, pack, margin}; }
 

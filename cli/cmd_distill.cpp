@@ -1,0 +1,233 @@
+// evodispatch distill: a program (a run's winner, a stored program, or a policy) into a
+// C++ function with no Lua in it, compiled, checked against the script, exported.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/evaluator/evaluator.hpp>
+#include <evodispatch/heuristics/distill.hpp>
+#include <evodispatch/heuristics/policy.hpp>
+#include <evodispatch/results/results.hpp>
+#include <evodispatch/search/distill_adapter.hpp>
+#include <evodispatch/search/program.hpp>
+
+#include "app.hpp"
+
+namespace evodispatch::cli {
+
+namespace {
+namespace fs = std::filesystem;
+
+struct DistillOptions : CommonOptions {
+  DistillOptions() { device.clear(); }  // empty: the run's device, else sim:h100-sxm
+  std::int64_t run = 0;
+  std::int64_t program = 0;
+  std::string policy;
+  std::string out;
+  std::string grid = "dense";
+  std::size_t random = 100000;
+  std::uint64_t seed = 1;
+  bool python_check = true;
+};
+
+// What is distilled: the Lua that runs, and the rule list when it is a rule-list program.
+struct Source {
+  std::string name;
+  std::string lua;
+  std::optional<search::Program> program;
+  std::optional<DeviceInfo> device;  // the run's device, when the database knows it
+  nlohmann::json provenance = nlohmann::json::object();
+};
+
+Source from_database(const DistillOptions& o) {
+  if (!fs::exists(o.db)) throw InputError("--db: " + o.db + " does not exist");
+  auto db = results::Database::open(o.db);
+  std::int64_t program_id = o.program;
+  Source src;
+  if (o.run) {
+    const auto run = results::Runs(db).get(o.run);
+    if (!run) throw InputError("--run: no run " + std::to_string(o.run) + " in " + o.db);
+    const auto& w = run->summary.contains("winner") ? run->summary["winner"] : nlohmann::json();
+    if (!w.is_object() || !w.contains("program_id"))
+      throw InputError("--run " + std::to_string(o.run) + ": the run has no winner (status " +
+                       std::string(results::to_string(run->status)) + ")");
+    program_id = w["program_id"].get<std::int64_t>();
+    src.provenance["run"] = o.run;
+    src.provenance["device_fingerprint"] = run->device;
+    if (auto dev = results::Devices(db).find(run->device)) {
+      src.device = dev->info;
+      src.provenance["driver"] = dev->driver.empty() ? nlohmann::json(nullptr) : nlohmann::json(dev->driver);
+    }
+    results::MeasurementFilter mf;
+    mf.run_id = o.run;
+    mf.limit = 1;
+    const auto rows = results::Measurements(db).list(mf);
+    if (!rows.empty()) src.provenance["kernel_build"] = rows.front().measurement.key.kernel_build;
+    for (const char* k : {"workload", "baseline", "device"})
+      if (run->summary.contains(k)) src.provenance[std::string("run_") + k] = run->summary[k];
+    if (w.contains("train")) src.provenance["training"] = w["train"];
+    if (w.contains("validation")) src.provenance["validation"] = w["validation"];
+    if (run->summary.contains("finalists")) {
+      for (const auto& f : run->summary["finalists"])
+        if (f.is_object() && f.value("program_id", std::int64_t(0)) == program_id && f.contains("validation"))
+          src.provenance["validation"] = f["validation"];
+    }
+  }
+  const auto rec = results::Programs(db).get(program_id);
+  if (!rec) throw InputError("no program " + std::to_string(program_id) + " in " + o.db);
+  src.name = "program " + std::to_string(rec->id);
+  src.lua = rec->source;
+  src.provenance["program"] = rec->id;
+  src.provenance["program_hash"] = rec->hash;
+  if (!src.provenance.contains("run")) src.provenance["run"] = rec->run_id;
+  if (!rec->rules.is_null()) {
+    auto base = search::extract_base_source(rec->source);
+    if (!base) throw InputError("program " + std::to_string(rec->id) + ": rules stored but no base in its source");
+    src.program = search::program_from_json(rec->rules, *base, "programs[" + std::to_string(rec->id) + "].rules");
+  }
+  return src;
+}
+
+Source from_policy(const DistillOptions& o) {
+  Source src;
+  src.name = o.policy;
+  src.provenance["policy"] = o.policy;
+  if (auto builtin = builtin_policy_source(o.policy)) {
+    src.lua = *builtin;
+    if (o.policy == "fa3") src.program = search::base_program("fa3", *builtin);
+    return src;
+  }
+  std::ifstream f(o.policy, std::ios::binary);
+  if (!f) throw InputError("--policy: cannot read '" + o.policy + "' (neither a built-in name nor a file)");
+  src.lua.assign(std::istreambuf_iterator<char>(f), {});
+  return src;
+}
+
+// Runs `python3 heuristic.py --check rows.json` on the compiled decisions of up to
+// 5000 grid shapes; returns "" when they agree (or python3 is missing: "skipped").
+std::string python_check(const fs::path& dir, const distill::CompiledHeuristic& c, const DeviceInfo& hw,
+                         const std::vector<Shape>& grid) {
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) return "skipped (no python3)";
+  nlohmann::json rows = nlohmann::json::array();
+  const std::size_t step = std::max<std::size_t>(1, grid.size() / 5000);
+  for (std::size_t i = 0; i < grid.size(); i += step) {
+    const Shape& s = grid[i];
+    const Decision d = c.decide(s, hw);
+    rows.push_back({s.batch, s.seqlen_q, s.seqlen_k, s.h_q, s.h_kv, s.head_dim, static_cast<int>(s.dtype),
+                    s.page_size, s.causal ? 1 : 0, hw.num_sms, hw.cc, d.num_splits, *d.pack_gqa ? 1 : 0,
+                    d.sm_margin});
+  }
+  std::ofstream(dir / "python_check.json") << rows.dump() << "\n";
+  const std::string cmd = "cd '" + dir.string() + "' && python3 heuristic.py --check python_check.json > python_check.log 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::ifstream log(dir / "python_check.log");
+    return std::string(std::istreambuf_iterator<char>(log), {});
+  }
+  return "";
+}
+
+int distill_verb(const DistillOptions& o) {
+  const int sources = (o.run ? 1 : 0) + (o.program ? 1 : 0) + (o.policy.empty() ? 0 : 1);
+  if (sources != 1) throw InputError("give exactly one of --run ID, --program ID or --policy SPEC");
+  Source src = o.policy.empty() ? from_database(o) : from_policy(o);
+  // The run's device unless --device names one; sim:h100-sxm for a bare policy.
+  const std::string device_spec = !o.device.empty() ? o.device : src.device ? "run" : "sim:h100-sxm";
+  const DeviceInfo hw = o.device.empty() && src.device ? *src.device : device_for_spec(device_spec);
+  distill::Domain domain;
+  if (o.grid == "dense") domain = distill::Domain::dense();
+  else if (o.grid == "small") domain = distill::Domain::small();
+  else throw InputError("--grid: must be dense or small, got '" + o.grid + "'");
+  const auto grid = distill::grid_shapes(domain);
+  const auto random = distill::random_shapes(domain, o.random, o.seed);
+
+  // The check holds the function to the script's decisions, not to the sandbox's time
+  // budget: a loaded machine must not turn a slow call (fa3 at Lk = 128K) into a mismatch.
+  SandboxLimits limits;
+  limits.max_instructions = 50'000'000;
+  auto script = DispatchScript::load(src.name, src.lua, limits);
+  distill::DecisionFunction fn = src.program ? search::to_decision_function(*src.program, hw, grid)
+                                             : distill::fit_tree(*script, hw, grid);
+  nlohmann::json prov = src.provenance;
+  prov["device"] = to_json(hw);
+  prov["device_spec"] = device_spec;
+  prov["domain"] = domain.to_json();
+  if (!prov.contains("driver")) prov["driver"] = nullptr;              // not recorded: no run
+  if (!prov.contains("kernel_build")) prov["kernel_build"] = nullptr;  // ditto
+  for (const char* k : {"run", "program", "training", "validation"})
+    if (!prov.contains(k)) prov[k] = nullptr;
+  prov["check"] = {{"grid_shapes", grid.size()}, {"random_shapes", o.random}, {"seed", o.seed}};
+  fn.provenance = prov;
+
+  const fs::path dir = o.out;
+  const distill::Fa3Body fa3 = distill::write_exports(fn, dir);
+  auto compiled = distill::CompiledHeuristic::build(dir);
+  const auto report = distill::check(
+      *script, [&](const Shape& s) { return compiled->decide(s, hw); }, hw, grid, random);
+  std::string py = report.ok() ? python_check(dir, *compiled, hw, grid) : "not run";
+
+  nlohmann::json summary = {{"out", dir.string()},
+                            {"method", fn.method},
+                            {"rules", fn.rules.size()},
+                            {"fallback", fn.fallback == distill::Fallback::fa3 ? "fa3" : "none"},
+                            {"grid_shapes", report.grid},
+                            {"random_shapes", report.random},
+                            {"mismatches", report.mismatches},
+                            {"python", py.empty() ? "agrees" : py},
+                            {"fa3_body", fa3.body ? "fa3_num_splits_heuristic.inc" : "refused: " + fa3.refusal}};
+  nlohmann::json diffs = nlohmann::json::array();
+  for (const auto& m : report.first)
+    diffs.push_back({{"shape", to_json(m.shape)}, {"script", m.expected}, {"distilled", m.got}});
+  summary["first_mismatches"] = diffs;
+  if (o.json) {
+    std::cout << summary.dump() << "\n";
+  } else {
+    std::cout << "distilled " << src.name << " into " << dir.string() << " (" << fn.method << ", " << fn.rules.size()
+              << " rules, fallback " << summary["fallback"].get<std::string>() << ")\n"
+              << "  compiled " << (dir / "libheuristic.so").string() << "; checked against the script on "
+              << report.grid << " grid + " << report.random << " random shapes: " << report.mismatches
+              << " differ\n";
+    for (const auto& m : report.first)
+      std::cout << "  differs: " << describe(m.shape) << ": script " << m.expected << ", distilled " << m.got << "\n";
+    std::cout << "  python module: " << (py.empty() ? "agrees with the C++ on the grid" : py) << "\n"
+              << "  FA3 body: "
+              << (fa3.body ? (dir / "fa3_num_splits_heuristic.inc").string() : "refused: " + fa3.refusal) << "\n";
+  }
+  if (!report.ok()) {
+    std::cerr << "distill: the compiled function differs from the script on " << report.mismatches << " shapes\n";
+    return kFailure;
+  }
+  if (!py.empty() && py.rfind("skipped", 0) != 0) {
+    std::cerr << "distill: the Python module differs from the C++:\n" << py;
+    return kFailure;
+  }
+  return kOk;
+}
+}  // namespace
+
+void add_distill(CLI::App& app, Action& action) {
+  auto* verb = app.add_subcommand("distill", "turn a program into a compiled C++ function (no Lua), check it "
+                                             "against the script, and write the exports");
+  auto o = std::make_shared<DistillOptions>();
+  verb->add_option("--run", o->run, "distill this search run's winner (from --db)");
+  verb->add_option("--program", o->program, "distill this stored program (from --db)");
+  verb->add_option("--policy", o->policy, "distill a built-in policy or a Lua script instead");
+  verb->add_option("--out", o->out, "output directory")->required();
+  verb->add_option("--grid", o->grid, "the dense grid: dense (default) or small")->capture_default_str();
+  verb->add_option("--random", o->random, "random shapes checked besides the grid")->capture_default_str();
+  verb->add_option("--seed", o->seed, "seed of the random shapes")->capture_default_str();
+  verb->add_option("--device", o->device,
+                   "the device the function is distilled for (its num_sms, cc): sim:PROFILE or cuda:N; "
+                   "default: the run's device, else sim:h100-sxm");
+  add_db_option(*verb, *o);
+  add_json_option(*verb, *o);
+  verb->callback([&action, o] {
+    const int sources = (o->run ? 1 : 0) + (o->program ? 1 : 0) + (o->policy.empty() ? 0 : 1);
+    if (sources != 1) throw CLI::ValidationError("distill", "give exactly one of --run ID, --program ID or --policy SPEC");
+    action = [o] { return distill_verb(*o); };
+  });
+}
+
+}  // namespace evodispatch::cli

@@ -1,0 +1,270 @@
+// evodispatch search: run or resume an evolutionary search from a JSON config.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/evaluator/evaluator.hpp>
+#include <evodispatch/evaluator/gpu_probe.hpp>
+#include <evodispatch/results/database.hpp>
+#include <evodispatch/results/runs.hpp>
+#include <evodispatch/search/config.hpp>
+#include <evodispatch/search/engine.hpp>
+
+#include "app.hpp"
+#include "interrupt.hpp"
+
+namespace evodispatch::cli {
+
+namespace {
+
+struct SearchOptions : CommonOptions {
+  std::string config = "quickstart";
+  std::string resume;
+  CLI::Option* resume_opt = nullptr;
+  CLI::Option* config_opt = nullptr;
+  CLI::Option* device_opt = nullptr;
+  std::optional<std::uint64_t> seed;
+  std::optional<std::int64_t> max_evaluations;
+  std::optional<double> minutes;
+};
+
+// "sim:a,sim:b", "cuda:all", "cuda:0,cuda:1": one evaluator (worker) per entry.
+std::vector<std::string> device_list(const std::string& spec) {
+  std::vector<std::string> out;
+  std::stringstream in(spec);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) throw InputError("--device \"" + spec + "\": an empty entry in the list");
+    if (item == "cuda:all") {
+      std::string why;
+      const auto gpus = probe_gpus(&why);
+      if (gpus.empty()) throw InputError("--device cuda:all: this machine has no GPU (" + why + ")");
+      for (const auto& g : gpus) out.push_back("cuda:" + std::to_string(g.index));
+      continue;
+    }
+    out.push_back(item);
+  }
+  if (out.empty()) throw InputError("--device: empty");
+  return out;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(digits) << v;
+  return o.str();
+}
+
+std::string clock_text(double seconds) {
+  const int s = static_cast<int>(seconds);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%d:%02d", s / 60, s % 60);
+  return buf;
+}
+
+// The one-line display on a terminal (rewritten in place), plain lines otherwise (at
+// most one every 10 s, so logs stay readable).
+class SearchProgress {
+ public:
+  SearchProgress() : tty_(isatty(STDERR_FILENO) != 0) {}
+  ~SearchProgress() { end_line(); }
+
+  void update(const search::SearchStatus& s) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool final = s.phase == "done";
+    if (!final && now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(10'000))) return;
+    last_ = now;
+    std::string line = "search run " + std::to_string(s.run_id) + " " + s.phase;
+    if (s.phase == "setup") {
+      line += ": " + s.message;
+      if (s.total) line += " " + std::to_string(s.done) + "/" + std::to_string(s.total);
+    } else if (s.phase == "search" || final) {
+      line += " | step " + std::to_string(s.step) + " | " + std::to_string(s.evaluations);
+      if (s.max_evaluations) line += "/" + std::to_string(s.max_evaluations);
+      line += " programs";
+      if (s.best_fitness) {
+        line += " | best " + fixed(*s.best_fitness, 4) + "x";
+        if (s.best_oracle_fraction) line += " (" + fixed(100 * *s.best_oracle_fraction, 1) + "% of oracle)";
+      }
+      line += " | " + std::to_string(s.duplicates) + " dup, " + std::to_string(s.failures) + " failed";
+    } else {
+      line += " " + std::to_string(s.done + 1) + "/" + std::to_string(s.total);
+    }
+    line += " | " + clock_text(s.elapsed_s);
+    if (s.minutes > 0) line += "/" + clock_text(s.minutes * 60);
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+      drew_ = true;
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::fflush(stderr);
+  }
+
+  void end_line() {
+    if (tty_ && drew_) std::fputc('\n', stderr);
+    drew_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool drew_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+std::string shape_text(const nlohmann::json& j) {
+  if (!j.is_object()) return "-";
+  try {
+    return describe(shape_from_json(j));
+  } catch (const InputError&) {
+    return j.dump();
+  }
+}
+
+void print_split(const char* label, const nlohmann::json& f, const nlohmann::json& oracle_geomean) {
+  std::cout << "    " << label << std::setw(12 - static_cast<int>(std::string(label).size())) << ""
+            << "geomean " << fixed(f.value("geomean", 0.0), 4) << "x, worst " << fixed(f.value("worst", 0.0), 3)
+            << "x (" << shape_text(f.value("worst_shape", nlohmann::json())) << ")";
+  if (f.contains("oracle_fraction") && f["oracle_fraction"].is_number()) {
+    std::cout << ", " << fixed(100 * f["oracle_fraction"].get<double>(), 1) << "% of the oracle's gain";
+    if (oracle_geomean.is_number())
+      std::cout << " (oracle " << fixed(oracle_geomean.get<double>(), 4) << "x; "
+                << fixed(100 * f.value("geomean", 0.0) / oracle_geomean.get<double>(), 1) << "% of its speedup)";
+  }
+  std::cout << " on " << f.value("shapes", 0) << " shapes\n";
+}
+
+void print_summary(const nlohmann::json& s) {
+  const auto& oracle = s["oracle"];
+  std::cout << "search run " << s["run_id"] << " on " << s.value("device", std::string()) << " ("
+            << s.value("workers", 1) << " worker" << (s.value("workers", 1) == 1 ? "" : "s") << "), workload "
+            << s.value("workload", std::string()) << " (" << s["shapes"]["train"] << " training, "
+            << s["shapes"]["validation"] << " validation shapes), baseline " << s.value("baseline", std::string())
+            << "\n";
+  std::cout << "  stopped by " << s.value("stop_reason", std::string()) << " after " << s["evaluations"]
+            << " programs in " << s["steps"] << " steps (" << clock_text(s.value("elapsed_s", 0.0)) << "); "
+            << s["duplicates"] << " duplicates skipped, " << s["failures"] << " failed, " << s["measurements_taken"]
+            << " measurements taken\n";
+  const auto& w = s["winner"];
+  if (w.is_null()) {
+    std::cout << "  no program kept every shape above the floor on validation and in confirmation: keep the "
+                 "baseline\n";
+  } else {
+    std::cout << "  best program #" << w["program_id"] << " (" << w.value("origin", std::string()) << ", generation "
+              << w["generation"] << ", " << w["rules"] << " rule(s) in front of " << w.value("base", std::string())
+              << "), hash " << w.value("hash", std::string()) << "\n";
+    std::cout << "  speedup over " << s.value("baseline", std::string()) << ":\n";
+    print_split("training", w["train"], oracle["train_geomean"]);
+    if (w.contains("validation")) print_split("validation", w["validation"], oracle["validation_geomean"]);
+    if (w.contains("confirmed")) {
+      const auto& c = w["confirmed"];
+      std::cout << "    confirmed   geomean " << fixed(c.value("geomean", 0.0), 4) << "x, worst "
+                << fixed(c.value("worst", 0.0), 3) << "x on validation, re-measured on " << c["shapes_compared"]
+                << " shapes where it differs from the baseline\n";
+    }
+  }
+  std::cout << "  database: " << s.value("database", std::string()) << " (run " << s["run_id"] << ")\n";
+  if (!w.is_null())
+    std::cout << "\n-- best program (#" << w["program_id"] << ")\n" << w.value("source", std::string());
+}
+
+int run_search(SearchOptions& o) {
+  const bool resuming = o.resume_opt && o.resume_opt->count() > 0;
+  if (resuming && o.config_opt->count() > 0)
+    throw InputError("--resume continues a run with its stored config; do not give --config too");
+  if (resuming && (o.seed || o.max_evaluations || o.minutes))
+    throw InputError("--resume continues a run as configured; --seed, --max-evaluations and --minutes apply to new runs");
+
+  auto db = results::Database::open(o.db);
+  std::optional<std::int64_t> run_id;
+  if (resuming) {
+    if (o.resume.empty()) {
+      run_id = search::SearchEngine::newest_resumable(db);
+      if (!run_id) throw InputError("--resume: " + o.db + " has no search run to resume");
+    } else {
+      try {
+        run_id = std::stoll(o.resume);
+      } catch (const std::exception&) {
+        throw InputError("--resume: expected a run id, got \"" + o.resume + "\"");
+      }
+    }
+  }
+
+  // On resume without --device, the device list the run was started with.
+  std::string device = o.device;
+  if (resuming && o.device_opt->count() == 0) {
+    const auto run = results::Runs(db).get(*run_id);
+    if (run && run->config.contains("device") && run->config["device"].is_string())
+      device = run->config["device"].get<std::string>();
+  }
+  std::vector<std::unique_ptr<Evaluator>> owned;
+  std::vector<Evaluator*> evaluators;
+  for (const auto& spec : device_list(device)) {
+    owned.push_back(make_evaluator(spec));
+    evaluators.push_back(owned.back().get());
+  }
+
+  SearchProgress progress;
+  search::EngineOptions opts;
+  opts.evaluators = evaluators;
+  opts.device_spec = device;
+  opts.stop = interrupt_requested;
+  opts.progress = [&](const search::SearchStatus& s) { progress.update(s); };
+
+  nlohmann::json summary;
+  try {
+    std::unique_ptr<search::SearchEngine> engine;
+    if (resuming) {
+      engine = search::SearchEngine::resume(db, *run_id, opts);
+    } else {
+      search::SearchConfig config = search::load_search_config(o.config);
+      if (o.max_evaluations) config.stop.max_evaluations = *o.max_evaluations;
+      if (o.minutes) config.stop.minutes = *o.minutes;
+      engine = search::SearchEngine::start(db, config, opts, o.seed);
+    }
+    summary = engine->run();
+  } catch (const search::SearchInterrupted& e) {
+    progress.end_line();
+    std::cerr << "evodispatch: search run " << e.run_id << " interrupted; resume it with: evodispatch search --resume "
+              << e.run_id << " --db " << o.db << "\n";
+    throw Interrupted();
+  }
+  progress.end_line();
+  if (o.json) std::cout << summary.dump() << "\n";
+  else print_summary(summary);
+  return kOk;
+}
+
+}  // namespace
+
+void add_search(CLI::App& app, Action& action) {
+  auto* verb = app.add_subcommand("search", "run or resume an evolutionary search for a dispatch heuristic");
+  auto o = std::make_shared<SearchOptions>();
+  o->config_opt = verb->add_option("--config", o->config,
+                                   "a shipped config (" + [] {
+                                     std::string names;
+                                     for (const auto& n : search::search_config_names())
+                                       names += (names.empty() ? "" : ", ") + n;
+                                     return names;
+                                   }() + ") or a JSON file")
+                      ->capture_default_str();
+  o->resume_opt = verb->add_option("--resume", o->resume,
+                                   "continue run RUN_ID (default: the newest running or interrupted search)")
+                      ->expected(0, 1);
+  verb->add_option("--seed", o->seed, "random seed (overrides the config's)");
+  verb->add_option("--max-evaluations", o->max_evaluations, "stop after this many programs (overrides the config)");
+  verb->add_option("--minutes", o->minutes, "stop after this much wall time (overrides the config)");
+  o->device_opt = verb->add_option("--device", o->device,
+                   "auto | cuda:N | cuda:all | sim:PROFILE, or a comma-separated list: one worker per entry")
+      ->capture_default_str();
+  add_db_option(*verb, *o);
+  add_json_option(*verb, *o);
+  verb->callback([&action, o] { action = [o] { return run_search(*o); }; });
+}
+
+}  // namespace evodispatch::cli

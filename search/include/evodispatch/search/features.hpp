@@ -1,0 +1,60 @@
+#pragma once
+// The shape features a rule may test or compute with. Each has a name (configs and
+// the rule JSON), a Lua expression over the dispatch arguments (s, hw), and a C++
+// value, so the rendered program and the engine agree on what a feature means.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <evodispatch/heuristics/contract.hpp>
+
+namespace evodispatch::search {
+
+enum class Feature : std::uint8_t {
+  batch,
+  seqlen_q,
+  seqlen_k,
+  h_q,
+  h_kv,
+  qpk,
+  head_dim,
+  nblk,       // KV tiles of the built-in kernel: ceil(seqlen_k / block_n)
+  page_size,  // 0 = contiguous
+  ctas,       // batch * h_kv: the CTAs of one split when GQA is packed (seqlen_q = 1)
+  num_sms,    // of the device
+};
+inline constexpr int kNumFeatures = 11;
+
+std::string_view name(Feature);
+std::optional<Feature> parse_feature(std::string_view);
+// The Lua expression of the feature, parenthesised where it is a product.
+std::string_view lua_expression(Feature);
+// The smallest value a valid shape can give (a lower bound at or below it is no condition).
+std::int64_t domain_min(Feature);
+// Whether the feature can never be 0, so dividing by it is safe.
+bool positive(Feature);
+
+std::int64_t value(Feature, const Shape&, const DeviceInfo&);
+
+// Every feature's value for one shape, in enum order.
+using FeatureValues = std::array<std::int64_t, kNumFeatures>;
+FeatureValues feature_values(const Shape&, const DeviceInfo&);
+
+// A set of features a run may use (config "features"); all of them by default.
+class FeatureSet {
+ public:
+  FeatureSet();  // all
+  explicit FeatureSet(const std::vector<Feature>&);
+  bool contains(Feature f) const { return (bits_ >> static_cast<int>(f)) & 1u; }
+  std::vector<Feature> list() const;  // in enum order
+  bool empty() const { return bits_ == 0; }
+  bool operator==(const FeatureSet&) const = default;
+
+ private:
+  std::uint32_t bits_ = 0;
+};
+
+}  // namespace evodispatch::search

@@ -1,0 +1,127 @@
+#pragma once
+// Rule-list programs (DESIGN.md §5): guarded rules over shape features in front of a
+// base policy, rendered to canonical Lua. The engine mutates this structure, never the
+// text, and stores both: the Lua source (what runs, what is exported) and the rule list
+// as JSON (programs.rules, what the next mutation starts from).
+//
+// Semantics, exactly as rendered: the first rule whose conditions all hold returns its
+// decision; when none holds the base policy's dispatch answers. Every feature value and
+// every threshold is an integer, so conditions and expressions are exact in Lua and C++.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/heuristics/contract.hpp>
+#include <evodispatch/search/features.hpp>
+
+namespace evodispatch::search {
+
+enum class Op : std::uint8_t { lt, le, eq, ge, gt };
+std::string_view to_string(Op);  // "<", "<=", "==", ">=", ">"
+std::optional<Op> parse_op(std::string_view);
+
+struct Condition {
+  Feature feature = Feature::batch;
+  Op op = Op::le;
+  std::int64_t value = 0;
+  bool operator==(const Condition&) const = default;
+};
+
+// num_splits as a constant or as an expression of the features:
+//   clamp(min(num // (den * div), ceil(of / k)), lo, hi)
+// where either term may be absent (both absent: the constant). E.g. "fill the SMs once"
+// is quotient {num_sms, ctas, 1}; "two KV tiles per split" is ceil_div {nblk, 2}.
+struct Quotient {
+  Feature num = Feature::num_sms;
+  Feature den = Feature::ctas;  // must be a positive feature
+  int div = 1;                  // >= 1
+  bool operator==(const Quotient&) const = default;
+};
+struct CeilDiv {
+  Feature of = Feature::nblk;
+  int k = 1;  // >= 1
+  bool operator==(const CeilDiv&) const = default;
+};
+struct SplitExpr {
+  int constant = 1;
+  std::optional<Quotient> quotient;
+  std::optional<CeilDiv> ceil_div;
+  int lo = 1;
+  int hi = 64;
+  bool is_constant() const { return !quotient && !ceil_div; }
+  bool operator==(const SplitExpr&) const = default;
+};
+
+struct Rule {
+  std::vector<Condition> when;    // a conjunction; empty: always
+  SplitExpr num_splits;
+  std::optional<bool> pack_gqa;   // unset: the contract's default (true when qpk > 1)
+  int sm_margin = 0;
+  bool operator==(const Rule&) const = default;
+};
+
+struct Program {
+  std::vector<Rule> rules;
+  std::string base_name;    // a built-in policy name, "seed:FILE", "external", ... (a label)
+  std::string base_source;  // the base policy's canonical Lua source (canonical_lua())
+  bool operator==(const Program&) const = default;
+};
+
+// A program whose rule list is empty, in front of `source` (canonicalised here).
+Program base_program(std::string name, std::string_view source);
+
+// The canonical form: conditions become per-feature intervals written in feature order
+// (==, or >= and <=), trivially true bounds and duplicates disappear, expressions are
+// clamped into [1, max_splits] and collapse to a constant when they can only give one
+// value, and rules no shape can reach (an empty condition, or one inside an earlier
+// rule's) are dropped. Idempotent.
+Program normalise(const Program&, int max_splits = kMaxSplits);
+
+// The canonical Lua of a (normalised) program: a deterministic function of its rules
+// and base source. The base is embedded verbatim in a do-block whose global dispatch
+// becomes the local base_dispatch.
+std::string render_lua(const Program&);
+
+// The same text with the base replaced by a stub answering the fall-through decision
+// below: the rules run in the sandbox alone, and a shape no rule takes comes back as
+// that decision (the engine answers it from the base policy, checked on every shape
+// once per run). The C++ twin (eval_rules) says whether a rule took the shape, so a
+// rule that happened to return the same decision is never mistaken for the stub.
+std::string render_rules_lua(const Program&);
+Decision fallthrough_decision(const DeviceInfo&);  // 256 splits, sm_margin num_sms - 1
+
+// The base source embedded in a program rendered by render_lua, or nullopt.
+std::optional<std::string> extract_base_source(std::string_view rendered);
+
+// 32 hex digits over the normalised rules and the base source (not the base's label):
+// programs equal after normalisation have equal hashes. The second form takes the base
+// source's content_hash, which a caller holding many programs of one base computes once.
+std::string program_hash(const Program&);
+std::string program_hash(const Program&, std::string_view base_hash);
+// The compact text the hash covers: one line per rule, every field in a fixed order.
+std::string canonical_rules_text(const Program&);
+
+// The rule list as stored in programs.rules: {"base": NAME, "rules": [...]}.
+nlohmann::json to_json(const Program&);
+nlohmann::json to_json(const Rule&);
+nlohmann::json to_json(const SplitExpr&);
+// Strict: unknown fields, unknown features or ops and bad values are InputErrors naming
+// the JSON path. The base source is not in the JSON; the caller supplies it.
+Program program_from_json(const nlohmann::json&, std::string base_source, const std::string& path = "$");
+Rule rule_from_json(const nlohmann::json&, const std::string& path);
+SplitExpr split_expr_from_json(const nlohmann::json&, const std::string& path);
+
+// The C++ twin of the rendered rules: the decision of the first rule that holds for
+// these feature values (pack_gqa left unset when the rule leaves it), or nullopt.
+std::optional<Decision> eval_rules(const Program&, const FeatureValues&);
+int eval_split(const SplitExpr&, const FeatureValues&);
+bool holds(const Rule&, const FeatureValues&);
+
+// The features a program's rules use (conditions and expressions).
+FeatureSet features_used(const Program&);
+
+}  // namespace evodispatch::search

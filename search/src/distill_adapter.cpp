@@ -1,0 +1,69 @@
+#include <evodispatch/search/distill_adapter.hpp>
+
+#include <evodispatch/heuristics/policy.hpp>
+
+namespace evodispatch::search {
+
+namespace {
+distill::Feature feature_of(Feature f) {
+  const auto d = distill::parse_feature(name(f));
+  if (!d) throw InputError("distill: feature '" + std::string(name(f)) + "' has no distilled counterpart");
+  return *d;
+}
+}  // namespace
+
+distill::Bound to_bound(const Condition& c) {
+  distill::Bound b;
+  b.feature = feature_of(c.feature);
+  switch (c.op) {
+    case Op::lt: b.hi = c.value - 1; break;
+    case Op::le: b.hi = c.value; break;
+    case Op::eq: b.lo = b.hi = c.value; break;
+    case Op::ge: b.lo = c.value; break;
+    case Op::gt: b.lo = c.value + 1; break;
+  }
+  return b;
+}
+
+distill::SplitExpr to_split_expr(const SplitExpr& e) {
+  distill::SplitExpr out;
+  out.constant = e.constant;
+  out.lo = e.lo;
+  out.hi = e.hi;
+  if (e.quotient) out.quotient = distill::Quotient{feature_of(e.quotient->num), feature_of(e.quotient->den), e.quotient->div};
+  if (e.ceil_div) out.ceil_div = distill::CeilDiv{feature_of(e.ceil_div->of), e.ceil_div->k};
+  return out;
+}
+
+bool base_is_fa3(const Program& p) {
+  static const std::string fa3 = base_program("fa3", *builtin_policy_source("fa3")).base_source;
+  return p.base_source == fa3;
+}
+
+distill::DecisionFunction to_decision_function(const Program& p, const DeviceInfo& hw,
+                                               const std::vector<Shape>& shapes) {
+  distill::DecisionFunction fn;
+  for (const Rule& r : p.rules) {
+    distill::Rule d;
+    for (const Condition& c : r.when) d.when.push_back(to_bound(c));
+    d.num_splits = to_split_expr(r.num_splits);
+    d.pack_gqa = r.pack_gqa;
+    d.sm_margin = r.sm_margin;
+    fn.rules.push_back(std::move(d));
+  }
+  if (base_is_fa3(p)) {
+    fn.fallback = distill::Fallback::fa3;
+    fn.method = "rules";
+    return fn;
+  }
+  SandboxLimits limits;  // generous: fitting is about decisions, not the call budget
+  limits.max_instructions = 50'000'000;
+  auto base = DispatchScript::load("base:" + p.base_name, p.base_source, limits);
+  distill::DecisionFunction tree = distill::fit_tree(*base, hw, shapes);
+  for (auto& r : tree.rules) fn.rules.push_back(std::move(r));
+  fn.fallback = distill::Fallback::none;
+  fn.method = p.rules.empty() ? "tree" : "rules+tree";
+  return fn;
+}
+
+}  // namespace evodispatch::search

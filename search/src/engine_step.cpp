@@ -1,0 +1,443 @@
+// One generation step: candidates from the stored state and the generator, then the
+// cascade (sandbox, estimate, measurement), then one transaction with everything.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+
+#include <evodispatch/heuristics/policy.hpp>
+#include <evodispatch/results/results.hpp>
+#include <evodispatch/search/external_mutator.hpp>
+#include <evodispatch/search/hash.hpp>
+
+#include "engine_impl.hpp"
+
+namespace evodispatch::search {
+
+namespace {
+
+constexpr int kAttempts = 8;                   // tries for a new program per candidate slot
+constexpr std::size_t kFailedOutputKept = 64 * 1024;  // of a failed mutator's stdout, in its row
+
+// What a candidate became on its way through the cascade.
+struct Outcome {
+  std::string stage = "measured";  // the last stage it reached
+  std::string error;
+  std::vector<Decision> decisions;
+  std::optional<Fitness> estimate;
+  std::optional<Fitness> fitness;
+};
+
+nlohmann::json record_json(const Record& r, const std::string& source) {
+  nlohmann::json j = {{"id", r.id}, {"source", source}, {"origin", r.origin}};
+  if (r.scored) {
+    j["fitness"] = r.geomean;
+    j["worst_speedup"] = r.worst;
+    if (r.oracle_fraction) j["oracle_fraction"] = *r.oracle_fraction;
+  }
+  return j;
+}
+
+}  // namespace
+
+void SearchEngine::Impl::seed_run() {
+  rng = Rng(config.seed);
+  islands.assign(static_cast<std::size_t>(config.islands.count), Island{});
+  counters = Counters{};
+  records.clear();
+  hashes.clear();
+  const auto run = results::Runs(*db).get(run_id);
+  const std::string spec = config.seed_policy.empty() ? config.baseline : config.seed_policy;
+  const std::string source = run->config.value("seed_source", std::string());
+  Candidate c;
+  c.program = normalise(base_program(spec, source), config.decisions.max_splits);
+  c.base_key = base_key_for(c.program, nullptr);
+  c.hash = program_hash(c.program, c.base_key);
+  c.origin = "seed";
+  std::vector<Candidate> cands;
+  cands.push_back(std::move(c));
+  evaluate_and_commit(std::move(cands), true);
+  if (counters.best == 0 && records.size() == 1 && !records.begin()->second.scored)
+    throw InputError("the seed policy " + spec + " fails the sandbox check; see the run's evaluations");
+}
+
+bool SearchEngine::Impl::step() {
+  if (phase != "search") return false;
+  if (auto why = stop_condition()) {
+    phase = "final";
+    stop_reason = *why;
+    db->in_transaction([&] { save_state(); });
+    return false;
+  }
+  if (stop_requested()) interrupt();
+  auto cands = generate();
+  evaluate_and_commit(std::move(cands), false);
+  report("search");
+  return true;
+}
+
+std::vector<Candidate> SearchEngine::Impl::generate() {
+  std::vector<Candidate> out;
+  std::unordered_set<std::string> step_hashes;
+  int sequence = 0;
+  for (int island = 0; island < static_cast<int>(islands.size()); ++island) {
+    for (int b = 0; b < config.islands.batch; ++b) {
+      auto c = make_candidate(island, step_hashes, sequence++);
+      if (!c) continue;
+      step_hashes.insert(c->hash);
+      out.push_back(std::move(*c));
+    }
+  }
+  return out;
+}
+
+std::int64_t SearchEngine::Impl::select_parent(int island) {
+  const Island& isl = islands[static_cast<std::size_t>(island)];
+  const auto& sel = config.selection;
+  const double u = rng.real() * (sel.elite + sel.exploitation + sel.exploration);
+  auto random_elite = [&] {
+    auto it = isl.archive.begin();
+    std::advance(it, static_cast<long>(rng.below(isl.archive.size())));
+    return it->second;
+  };
+  if (u < sel.elite && isl.best != 0) return isl.best;
+  if (u < sel.elite + sel.exploitation && !isl.archive.empty()) {
+    std::int64_t best = random_elite();
+    for (int t = 1; t < sel.tournament; ++t) {
+      const std::int64_t other = random_elite();
+      if (score_of(other) > score_of(best) || (score_of(other) == score_of(best) && other < best)) best = other;
+    }
+    return best;
+  }
+  if (!isl.recent.empty()) return isl.recent[rng.below(isl.recent.size())];
+  if (!isl.archive.empty()) return random_elite();
+  return isl.best;
+}
+
+std::vector<std::int64_t> SearchEngine::Impl::inspirations(int island, std::int64_t parent) {
+  std::vector<std::int64_t> pool;
+  for (const auto& [cell, id] : islands[static_cast<std::size_t>(island)].archive)
+    if (id != parent && std::find(pool.begin(), pool.end(), id) == pool.end()) pool.push_back(id);
+  const std::size_t k = std::min(pool.size(), static_cast<std::size_t>(config.selection.inspirations));
+  for (std::size_t i = 0; i < k; ++i) std::swap(pool[i], pool[i + rng.below(pool.size() - i)]);
+  pool.resize(k);
+  return pool;
+}
+
+std::optional<Candidate> SearchEngine::Impl::make_candidate(int island, const std::unordered_set<std::string>& step_hashes,
+                                                            int sequence) {
+  std::vector<double> weights = operator_weights(config.operators);
+  if (config.external.command.empty()) weights[static_cast<int>(OperatorKind::external)] = 0;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const std::int64_t parent_id = select_parent(island);
+    if (parent_id == 0) return std::nullopt;
+    const Record& parent = records.at(parent_id);
+    if (!parent.has_program) return std::nullopt;
+    const auto insp = inspirations(island, parent_id);
+    const auto kind = static_cast<OperatorKind>(rng.weighted(weights));
+
+    Candidate c;
+    c.island = island;
+    c.generation = parent.generation + 1;
+    c.parents = {parent_id};
+    c.origin = std::string(to_string(kind));
+    if (kind == OperatorKind::external) {
+      c = external_candidate(parent, insp, island, sequence);
+      if (!c.failure.empty()) return c;  // a row of its own, never a duplicate
+    } else {
+      const Program parent_program = program_of(parent);
+      std::vector<Program> others;
+      std::int64_t other_id = 0;
+      if (kind == OperatorKind::crossover && !insp.empty()) {
+        other_id = insp[rng.below(insp.size())];
+        others.push_back(program_of(records.at(other_id)));
+        c.parents.push_back(other_id);
+      }
+      std::vector<const Program*> other_ptrs;
+      for (const auto& o : others) other_ptrs.push_back(&o);
+      const auto& losses = losses_of(parent);
+      auto child = apply_operator(kind, parent_program, other_ptrs, losses, operators, rng);
+      if (!child) continue;
+      c.program = std::move(*child);
+    }
+    c.base_key = base_key_for(c.program, &parent);
+    c.hash = program_hash(c.program, c.base_key);
+    if (hashes.count(c.hash) || step_hashes.count(c.hash)) {
+      ++counters.duplicates;
+      continue;
+    }
+    return c;
+  }
+  return std::nullopt;
+}
+
+Candidate SearchEngine::Impl::external_candidate(const Record& parent, const std::vector<std::int64_t>& insp, int island,
+                                                 int sequence) {
+  const Program parent_program = program_of(parent);
+  nlohmann::json request = {
+      {"contract", "Write one Lua dispatch script (DESIGN.md section 2) on stdout: function dispatch(s, hw) returning "
+                   "{num_splits=, pack_gqa=, sm_margin=}."},
+      {"device", to_json(checker->device())},
+      {"baseline", baseline_name},
+      {"parent", record_json(parent, render_lua(parent_program))},
+  };
+  request["parent"]["rules"] = to_json(parent_program);
+  request["inspirations"] = nlohmann::json::array();
+  for (std::int64_t id : insp) {
+    const Record& r = records.at(id);
+    request["inspirations"].push_back(record_json(r, render_lua(program_of(r))));
+  }
+  // Per training shape: where the parent stands and what the oracle reached.
+  const auto losses = losses_of(parent);
+  request["shapes"] = nlohmann::json::array();
+  for (std::size_t k = 0; k < split.train.size(); ++k) {
+    const auto i = static_cast<std::size_t>(split.train[k]);
+    nlohmann::json row = {{"shape", to_json(workload.shapes[i])},
+                          {"baseline_decision", to_json(baseline_decisions[i])},
+                          {"baseline_us", baseline_us[i]}};
+    if (k < parent.speedups.size()) row["speedup"] = parent.speedups[k];
+    if (!oracle_us.empty()) {
+      row["oracle_speedup"] = baseline_us[i] / oracle_us[i];
+      row["oracle_decision"] = to_json(oracle_decisions[i]);
+    }
+    if (!losses.empty()) row["loss"] = losses[k];
+    request["shapes"].push_back(row);
+  }
+
+  const auto timeout = std::chrono::milliseconds(static_cast<long long>(config.external.timeout_s * 1000));
+  const ExternalResult res =
+      run_external_mutator(config.external.command, request.dump() + "\n", timeout, config.external.max_output_bytes);
+  Candidate c;
+  c.island = island;
+  c.generation = parent.generation + 1;
+  c.parents = {parent.id};
+  c.parents.insert(c.parents.end(), insp.begin(), insp.end());
+  c.origin = "external";
+  if (!res.ok) {
+    c.failure = res.error;
+    c.failed_source = "-- external mutator failed at step " + std::to_string(counters.step) + ", island " +
+                      std::to_string(island) + ", candidate " + std::to_string(sequence) + ": " + res.error + "\n" +
+                      res.output.substr(0, kFailedOutputKept);
+    c.hash = content_hash(c.failed_source);
+    return c;
+  }
+  c.program = normalise(base_program("external", res.output), config.decisions.max_splits);
+  return c;
+}
+
+void SearchEngine::Impl::evaluate_and_commit(std::vector<Candidate> cands, bool seed) {
+  std::vector<Outcome> outcomes(cands.size());
+
+  // 1. The sandbox, on every training shape (decisions come back in split.train order).
+  std::vector<const Program*> to_check;
+  std::vector<std::size_t> checked_index;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (!cands[i].failure.empty()) {
+      outcomes[i].stage = "sandbox";
+      outcomes[i].error = "external mutator: " + cands[i].failure;
+      continue;
+    }
+    to_check.push_back(&cands[i].program);
+    checked_index.push_back(i);
+  }
+  const auto checks = checker->check(to_check);
+  std::vector<std::size_t> alive;
+  for (std::size_t k = 0; k < checks.size(); ++k) {
+    Outcome& o = outcomes[checked_index[k]];
+    if (!checks[k].ok) {
+      o.stage = "sandbox";
+      o.error = checks[k].error;
+      continue;
+    }
+    o.decisions = checks[k].decisions;
+    alive.push_back(checked_index[k]);
+  }
+
+  // 2. The estimate, when the device is a GPU: only candidates that look as good as the
+  // island's best go on to be measured there.
+  if (estimator) {
+    std::vector<std::size_t> kept;
+    for (std::size_t i : alive) {
+      Outcome& o = outcomes[i];
+      std::vector<double> base_us, est_us;
+      std::vector<LatencyRequest> req;
+      for (std::size_t k = 0; k < split.train.size(); ++k) {
+        req.push_back({split.train[k], o.decisions[k]});
+        base_us.push_back(estimate_baseline_us[static_cast<std::size_t>(split.train[k])]);
+      }
+      std::vector<double> us;
+      try {
+        us = estimator->latencies(req, options.stop);
+      } catch (const Measurer::Stopped&) {
+        interrupt();
+      }
+      o.estimate = score_latencies(base_us, us, {}, fitness_options());
+      const Island& isl = islands[static_cast<std::size_t>(cands[i].island)];
+      std::optional<double> reference;
+      if (isl.best != 0) reference = records.at(isl.best).estimate_score;
+      if (!seed && reference && o.estimate->score < *reference - config.cascade.estimate_slack) {
+        o.stage = "estimate";
+        o.error = "estimated score " + std::to_string(o.estimate->score) + " is below the island's best estimate " +
+                  std::to_string(*reference) + " by more than " + std::to_string(config.cascade.estimate_slack);
+        continue;
+      }
+      kept.push_back(i);
+    }
+    alive = std::move(kept);
+  }
+
+  // 3. Measurement on the training shapes (the store answers what it already has).
+  std::vector<LatencyRequest> requests;
+  for (std::size_t i : alive)
+    for (std::size_t k = 0; k < split.train.size(); ++k) requests.push_back({split.train[k], outcomes[i].decisions[k]});
+  std::vector<double> us;
+  try {
+    us = measurer->latencies(requests, options.stop);
+  } catch (const Measurer::Stopped&) {
+    interrupt();
+  }
+  std::vector<double> base_train, oracle_train;
+  for (int s : split.train) {
+    base_train.push_back(baseline_us[static_cast<std::size_t>(s)]);
+    if (!oracle_us.empty()) oracle_train.push_back(oracle_us[static_cast<std::size_t>(s)]);
+  }
+  const std::size_t n = split.train.size();
+  for (std::size_t a = 0; a < alive.size(); ++a) {
+    const std::span<const double> prog(us.data() + a * n, n);
+    outcomes[alive[a]].fitness = score_latencies(base_train, prog, oracle_train, fitness_options());
+  }
+
+  // 4. One transaction: programs, evaluations, islands, counters, generator state.
+  db->in_transaction([&] {
+    results::Programs programs(*db);
+    results::Evaluations evaluations(*db);
+    bool improved = false;
+    std::int64_t added = 0;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      Candidate& c = cands[i];
+      Outcome& o = outcomes[i];
+      results::ProgramRecord pr;
+      pr.run_id = run_id;
+      pr.hash = c.hash;
+      pr.parents = c.parents;
+      pr.origin = c.origin;
+      pr.island = c.island;
+      pr.generation = c.generation;
+      if (c.failure.empty()) {
+        pr.source = render_lua(c.program);
+        pr.rules = to_json(c.program);
+      } else {
+        pr.source = c.failed_source;
+        pr.rules = nullptr;
+      }
+      const auto ins = programs.insert(pr);
+      if (!ins.inserted) continue;  // cannot happen: hashes are checked against the run's
+
+      Record rec;
+      rec.id = ins.id;
+      rec.hash = c.hash;
+      rec.origin = c.origin;
+      rec.island = c.island;
+      rec.generation = c.generation;
+      if (c.failure.empty()) {
+        rec.has_program = true;
+        rec.rules = c.program.rules;
+        rec.base_name = c.program.base_name;
+        rec.base_key = c.base_key;
+        bases.try_emplace(c.base_key, c.program.base_source);
+      }
+      auto eval = [&](const std::string& stage) {
+        results::EvaluationRecord e;
+        e.program_id = rec.id;
+        e.split = results::Split::train;
+        e.stage = stage;
+        e.shapes = static_cast<int>(n);
+        return e;
+      };
+      if (o.estimate) {
+        rec.estimate_score = o.estimate->score;
+        auto e = eval("estimate");
+        e.ok = o.stage != "estimate";
+        e.error = o.stage == "estimate" ? o.error : o.estimate->error;
+        if (o.estimate->ok) {
+          e.fitness = o.estimate->geomean;
+          e.worst_speedup = o.estimate->worst;
+        }
+        e.details = {{"score", o.estimate->score}, {"device", estimate_evaluator->fingerprint()}};
+        evaluations.insert(e);
+      }
+      if (o.stage == "sandbox") {
+        auto e = eval("sandbox");
+        e.error = o.error;
+        evaluations.insert(e);
+        ++counters.failures;
+      } else if (o.fitness) {
+        const Fitness& f = *o.fitness;
+        rec.scored = true;
+        rec.feasible = f.feasible;
+        rec.score = f.score;
+        rec.geomean = f.geomean;
+        rec.worst = f.worst;
+        rec.oracle_fraction = f.oracle_fraction;
+        rec.speedups = f.speedups;  // copied: the evaluation's details below take the original
+        int region = cells->regions();
+        if (f.ok) {
+          region = cells->region_of_program(f.speedups, train_regions);
+          rec.cell = cells->cell(static_cast<int>(rec.rules.size()), region);
+        }
+        auto e = eval("measured");
+        e.ok = f.feasible;
+        e.error = f.error;
+        if (f.ok) {
+          e.fitness = f.geomean;
+          e.worst_speedup = f.worst;
+          e.oracle_fraction = f.oracle_fraction;
+        }
+        e.details = {{"score", f.score}, {"feasible", f.feasible}, {"cell", rec.cell}, {"region", region},
+                     {"below_floor", f.below_floor}, {"speedups", f.speedups}};
+        if (f.ok) e.details["worst_shape"] = to_json(workload.shapes[static_cast<std::size_t>(split.train[f.worst_index])]);
+        evaluations.insert(e);
+      }
+      const std::int64_t id = rec.id;
+      const bool offered = rec.scored && rec.cell >= 0;
+      const bool feasible = rec.feasible;
+      hashes.insert(rec.hash);
+      records.emplace(id, std::move(rec));
+      ++counters.evaluations;
+      ++added;
+      if (offered) {
+        const ScoreOf score = [this](std::int64_t p) { return score_of(p); };
+        const int cell = records.at(id).cell;
+        if (seed) {
+          for (auto& isl : islands) {
+            offer(isl, cell, id, score);
+            remember(isl, id, config.islands.recent);
+          }
+        } else {
+          auto& isl = islands[static_cast<std::size_t>(c.island)];
+          offer(isl, cell, id, score);
+          remember(isl, id, config.islands.recent);
+        }
+        if (feasible && (counters.best == 0 || score_of(id) > score_of(counters.best))) {
+          counters.best = id;
+          improved = true;
+        }
+      }
+    }
+    if (!seed) {
+      ++counters.step;
+      counters.since_improvement = improved ? 0 : counters.since_improvement + 1;
+      counters.empty_steps = added == 0 ? counters.empty_steps + 1 : 0;
+      const int every = config.islands.migration_interval;
+      if (every > 0 && counters.step % every == 0)
+        migrate(
+            islands, config.islands.migration_count, [this](std::int64_t p) { return records.at(p).cell; },
+            [this](std::int64_t p) { return score_of(p); });
+    }
+    save_state();
+  });
+}
+
+}  // namespace evodispatch::search

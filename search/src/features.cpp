@@ -1,0 +1,68 @@
+#include <evodispatch/search/features.hpp>
+
+namespace evodispatch::search {
+
+namespace {
+struct Info {
+  std::string_view name;
+  std::string_view lua;
+  std::int64_t min;
+};
+// Indexed by Feature.
+constexpr Info kInfo[kNumFeatures] = {
+    {"batch", "s.batch", 1},       {"seqlen_q", "s.seqlen_q", 1}, {"seqlen_k", "s.seqlen_k", 1},
+    {"h_q", "s.h_q", 1},           {"h_kv", "s.h_kv", 1},         {"qpk", "s.qpk", 1},
+    {"head_dim", "s.head_dim", 8}, {"nblk", "s.nblk", 1},         {"page_size", "s.page_size", 0},
+    {"ctas", "(s.batch * s.h_kv)", 1}, {"num_sms", "hw.num_sms", 1},
+};
+}  // namespace
+
+std::string_view name(Feature f) { return kInfo[static_cast<int>(f)].name; }
+
+std::optional<Feature> parse_feature(std::string_view n) {
+  for (int i = 0; i < kNumFeatures; ++i)
+    if (kInfo[i].name == n) return static_cast<Feature>(i);
+  return std::nullopt;
+}
+
+std::string_view lua_expression(Feature f) { return kInfo[static_cast<int>(f)].lua; }
+std::int64_t domain_min(Feature f) { return kInfo[static_cast<int>(f)].min; }
+bool positive(Feature f) { return domain_min(f) > 0; }
+
+std::int64_t value(Feature f, const Shape& s, const DeviceInfo& hw) {
+  switch (f) {
+    case Feature::batch: return s.batch;
+    case Feature::seqlen_q: return s.seqlen_q;
+    case Feature::seqlen_k: return s.seqlen_k;
+    case Feature::h_q: return s.h_q;
+    case Feature::h_kv: return s.h_kv;
+    case Feature::qpk: return features(s).qpk;
+    case Feature::head_dim: return s.head_dim;
+    case Feature::nblk: return features(s).nblk;
+    case Feature::page_size: return s.page_size;
+    case Feature::ctas: return static_cast<std::int64_t>(s.batch) * s.h_kv;
+    case Feature::num_sms: return hw.num_sms;
+  }
+  return 0;
+}
+
+FeatureValues feature_values(const Shape& s, const DeviceInfo& hw) {
+  FeatureValues v{};
+  for (int i = 0; i < kNumFeatures; ++i) v[i] = value(static_cast<Feature>(i), s, hw);
+  return v;
+}
+
+FeatureSet::FeatureSet() : bits_((1u << kNumFeatures) - 1) {}
+
+FeatureSet::FeatureSet(const std::vector<Feature>& fs) {
+  for (Feature f : fs) bits_ |= 1u << static_cast<int>(f);
+}
+
+std::vector<Feature> FeatureSet::list() const {
+  std::vector<Feature> out;
+  for (int i = 0; i < kNumFeatures; ++i)
+    if (contains(static_cast<Feature>(i))) out.push_back(static_cast<Feature>(i));
+  return out;
+}
+
+}  // namespace evodispatch::search

@@ -1,0 +1,455 @@
+#include <evodispatch/search/program.hpp>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include <evodispatch/heuristics/json_reader.hpp>
+#include <evodispatch/search/hash.hpp>
+#include <evodispatch/search/lua_text.hpp>
+
+namespace evodispatch::search {
+
+namespace {
+
+constexpr std::int64_t kNoUpper = std::numeric_limits<std::int64_t>::max();
+
+struct Interval {
+  std::int64_t lo;
+  std::int64_t hi;
+};
+using Box = std::array<Interval, kNumFeatures>;
+
+Box box_of(const Rule& r) {
+  Box b;
+  for (int f = 0; f < kNumFeatures; ++f) b[f] = {domain_min(static_cast<Feature>(f)), kNoUpper};
+  for (const auto& c : r.when) {
+    Interval& iv = b[static_cast<int>(c.feature)];
+    // Far beyond any feature value, and far from overflowing when moved by one.
+    const std::int64_t v = std::clamp<std::int64_t>(c.value, -(std::int64_t{1} << 40), std::int64_t{1} << 40);
+    switch (c.op) {
+      case Op::lt: iv.hi = std::min(iv.hi, v - 1); break;
+      case Op::le: iv.hi = std::min(iv.hi, v); break;
+      case Op::eq: iv.lo = std::max(iv.lo, v); iv.hi = std::min(iv.hi, v); break;
+      case Op::ge: iv.lo = std::max(iv.lo, v); break;
+      case Op::gt: iv.lo = std::max(iv.lo, v + 1); break;
+    }
+  }
+  return b;
+}
+
+bool empty(const Box& b) {
+  for (const auto& iv : b)
+    if (iv.lo > iv.hi) return true;
+  return false;
+}
+
+bool inside(const Box& inner, const Box& outer) {
+  for (int f = 0; f < kNumFeatures; ++f)
+    if (inner[f].lo < outer[f].lo || inner[f].hi > outer[f].hi) return false;
+  return true;
+}
+
+std::vector<Condition> conditions_of(const Box& b) {
+  std::vector<Condition> out;
+  for (int f = 0; f < kNumFeatures; ++f) {
+    const auto feature = static_cast<Feature>(f);
+    const Interval& iv = b[f];
+    if (iv.lo == iv.hi) {
+      out.push_back({feature, Op::eq, iv.lo});
+      continue;
+    }
+    if (iv.lo > domain_min(feature)) out.push_back({feature, Op::ge, iv.lo});
+    if (iv.hi != kNoUpper) out.push_back({feature, Op::le, iv.hi});
+  }
+  return out;
+}
+
+SplitExpr normalise_expr(SplitExpr e, int max_splits) {
+  auto clamp_splits = [&](int v) { return std::clamp(v, 1, max_splits); };
+  if (e.quotient) {
+    e.quotient->div = std::max(e.quotient->div, 1);
+    // A divisor that can be 0 would make the rendered Lua raise; use the CTA count.
+    if (!positive(e.quotient->den)) e.quotient->den = Feature::ctas;
+  }
+  if (e.ceil_div) e.ceil_div->k = std::max(e.ceil_div->k, 1);
+  if (e.is_constant()) {
+    SplitExpr c;
+    c.constant = clamp_splits(e.constant);
+    c.lo = c.hi = c.constant;
+    return c;
+  }
+  e.lo = clamp_splits(e.lo);
+  e.hi = clamp_splits(e.hi);
+  if (e.lo > e.hi) std::swap(e.lo, e.hi);
+  if (e.lo == e.hi) {
+    SplitExpr c;
+    c.constant = c.lo = c.hi = e.lo;
+    return c;
+  }
+  e.constant = 0;  // unused by an expression; fixed so equal expressions compare equal
+  return e;
+}
+
+std::string lua_feature(Feature f) { return std::string(lua_expression(f)); }
+
+std::string render_condition(const Condition& c) {
+  return lua_feature(c.feature) + " " + std::string(to_string(c.op)) + " " + std::to_string(c.value);
+}
+
+std::string render_split(const SplitExpr& e) {
+  if (e.is_constant()) return std::to_string(e.constant);
+  std::vector<std::string> terms;
+  if (e.quotient) {
+    std::string den = lua_feature(e.quotient->den);
+    if (e.quotient->div > 1) den = "(" + den + " * " + std::to_string(e.quotient->div) + ")";
+    terms.push_back(lua_feature(e.quotient->num) + " // " + den);
+  }
+  if (e.ceil_div) {
+    const std::string of = lua_feature(e.ceil_div->of);
+    const int k = e.ceil_div->k;
+    terms.push_back(k == 1 ? of : "(" + of + " + " + std::to_string(k - 1) + ") // " + std::to_string(k));
+  }
+  const std::string inner = terms.size() == 1 ? terms[0] : "math.min(" + terms[0] + ", " + terms[1] + ")";
+  return "clamp(" + inner + ", " + std::to_string(e.lo) + ", " + std::to_string(e.hi) + ")";
+}
+
+std::string render_rule(const Rule& r) {
+  std::string cond;
+  for (const auto& c : r.when) cond += (cond.empty() ? "" : " and ") + render_condition(c);
+  if (cond.empty()) cond = "true";
+  std::string ret = "{ num_splits = " + render_split(r.num_splits);
+  if (r.pack_gqa) ret += std::string(", pack_gqa = ") + (*r.pack_gqa ? "true" : "false");
+  ret += ", sm_margin = " + std::to_string(r.sm_margin) + " }";
+  return "  if " + cond + " then return " + ret + " end\n";
+}
+
+bool uses_clamp(const Program& p) {
+  for (const auto& r : p.rules)
+    if (!r.num_splits.is_constant()) return true;
+  return false;
+}
+
+constexpr std::string_view kBaseOpen = "local base_dispatch\ndo\n";
+constexpr std::string_view kBaseClose = "base_dispatch = dispatch\nend\n";
+
+std::string header(const Program& p) {
+  return "-- evodispatch search program: " + std::to_string(p.rules.size()) + " rule(s) in front of the base policy \"" +
+         p.base_name + "\".\n-- Generated from the rule list stored with it (programs.rules); edit that, not this.\n";
+}
+
+std::string render_body(const Program& p) {
+  std::string out;
+  if (uses_clamp(p)) out += "local function clamp(x, lo, hi) return math.max(lo, math.min(hi, x)) end\n\n";
+  out += "function dispatch(s, hw)\n";
+  for (const auto& r : p.rules) out += render_rule(r);
+  out += "  return base_dispatch(s, hw)\nend\n";
+  return out;
+}
+
+std::optional<bool> optional_bool(JsonReader& r, const std::string& field) {
+  const auto* v = r.member(field);
+  if (!v || v->is_null()) return std::nullopt;
+  if (!v->is_boolean()) throw InputError(r.path_of(field) + ": expected true, false or null, got " + json_kind(*v));
+  return v->get<bool>();
+}
+
+Feature feature_at(const nlohmann::json& v, const std::string& path) {
+  if (!v.is_string()) throw InputError(path + ": expected a feature name, got " + json_kind(v));
+  auto f = parse_feature(v.get<std::string>());
+  if (!f) throw InputError(path + ": unknown feature \"" + v.get<std::string>() + "\"");
+  return *f;
+}
+
+int int_in(std::int64_t v, std::int64_t lo, std::int64_t hi, const std::string& path) {
+  if (v < lo || v > hi)
+    throw InputError(path + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                     std::to_string(v));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+std::string_view to_string(Op op) {
+  switch (op) {
+    case Op::lt: return "<";
+    case Op::le: return "<=";
+    case Op::eq: return "==";
+    case Op::ge: return ">=";
+    case Op::gt: return ">";
+  }
+  return "?";
+}
+
+std::optional<Op> parse_op(std::string_view s) {
+  for (Op op : {Op::lt, Op::le, Op::eq, Op::ge, Op::gt})
+    if (to_string(op) == s) return op;
+  return std::nullopt;
+}
+
+Program base_program(std::string name, std::string_view source) {
+  Program p;
+  p.base_name = std::move(name);
+  p.base_source = canonical_lua(source);
+  return p;
+}
+
+Program normalise(const Program& in, int max_splits) {
+  max_splits = std::clamp(max_splits, 1, kMaxSplits);
+  Program out;
+  out.base_name = in.base_name;
+  out.base_source = in.base_source;
+  std::vector<Box> kept;
+  for (const auto& r : in.rules) {
+    const Box b = box_of(r);
+    if (empty(b)) continue;
+    if (std::any_of(kept.begin(), kept.end(), [&](const Box& k) { return inside(b, k); })) continue;
+    Rule n;
+    n.when = conditions_of(b);
+    n.num_splits = normalise_expr(r.num_splits, max_splits);
+    n.pack_gqa = r.pack_gqa;
+    n.sm_margin = std::max(r.sm_margin, 0);
+    kept.push_back(b);
+    out.rules.push_back(std::move(n));
+  }
+  return out;
+}
+
+std::string render_lua(const Program& p) {
+  std::string out = header(p);
+  out += kBaseOpen;
+  out += p.base_source;
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  out += kBaseClose;
+  out += '\n';
+  out += render_body(p);
+  return out;
+}
+
+std::string render_rules_lua(const Program& p) {
+  std::string out = "local function base_dispatch(s, hw) return { num_splits = " + std::to_string(kMaxSplits) +
+         ", sm_margin = hw.num_sms - 1 } end\n\n";
+  out += render_body(p);
+  return out;
+}
+
+Decision fallthrough_decision(const DeviceInfo& hw) {
+  Decision d;
+  d.num_splits = kMaxSplits;
+  d.sm_margin = std::max(hw.num_sms - 1, 0);
+  return d;
+}
+
+std::optional<std::string> extract_base_source(std::string_view rendered) {
+  const std::size_t open = rendered.find(kBaseOpen);
+  // The engine's own closing marker is the last one: a base may itself be a rendered
+  // program with markers of its own inside.
+  const std::size_t close = rendered.rfind(kBaseClose);
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open + kBaseOpen.size())
+    return std::nullopt;
+  return std::string(rendered.substr(open + kBaseOpen.size(), close - open - kBaseOpen.size()));
+}
+
+std::string program_hash(const Program& p) { return program_hash(p, content_hash(p.base_source)); }
+
+std::string canonical_rules_text(const Program& p) {
+  std::string out;
+  out.reserve(64 * p.rules.size() + 8);
+  for (const auto& r : p.rules) {
+    for (const auto& c : r.when) {
+      out += name(c.feature);
+      out += to_string(c.op);
+      out += std::to_string(c.value);
+      out += '&';
+    }
+    out += ':';
+    const SplitExpr& e = r.num_splits;
+    if (e.is_constant()) {
+      out += std::to_string(e.constant);
+    } else {
+      if (e.quotient) {
+        out += "q(";
+        out += name(e.quotient->num);
+        out += ',';
+        out += name(e.quotient->den);
+        out += ',' + std::to_string(e.quotient->div) + ')';
+      }
+      if (e.ceil_div) {
+        out += "c(";
+        out += name(e.ceil_div->of);
+        out += ',' + std::to_string(e.ceil_div->k) + ')';
+      }
+      out += '[' + std::to_string(e.lo) + ',' + std::to_string(e.hi) + ']';
+    }
+    out += r.pack_gqa ? (*r.pack_gqa ? "/p1" : "/p0") : "/p-";
+    out += "/m" + std::to_string(r.sm_margin) + '\n';
+  }
+  return out;
+}
+
+std::string program_hash(const Program& p, std::string_view base_hash) {
+  return content_hash(canonical_rules_text(p) + "--\n" + std::string(base_hash));
+}
+
+nlohmann::json to_json(const SplitExpr& e) {
+  if (e.is_constant()) return e.constant;
+  nlohmann::json j = nlohmann::json::object();
+  if (e.quotient)
+    j["quotient"] = {std::string(name(e.quotient->num)), std::string(name(e.quotient->den)), e.quotient->div};
+  if (e.ceil_div) j["ceil_div"] = {std::string(name(e.ceil_div->of)), e.ceil_div->k};
+  j["lo"] = e.lo;
+  j["hi"] = e.hi;
+  return j;
+}
+
+nlohmann::json to_json(const Rule& r) {
+  nlohmann::json when = nlohmann::json::array();
+  for (const auto& c : r.when) when.push_back({std::string(name(c.feature)), std::string(to_string(c.op)), c.value});
+  nlohmann::json j = {{"when", when}, {"num_splits", to_json(r.num_splits)}};
+  j["pack_gqa"] = r.pack_gqa ? nlohmann::json(*r.pack_gqa) : nlohmann::json(nullptr);
+  j["sm_margin"] = r.sm_margin;
+  return j;
+}
+
+nlohmann::json to_json(const Program& p) {
+  nlohmann::json rules = nlohmann::json::array();
+  for (const auto& r : p.rules) rules.push_back(to_json(r));
+  return {{"base", p.base_name}, {"rules", rules}};
+}
+
+SplitExpr split_expr_from_json(const nlohmann::json& j, const std::string& path) {
+  SplitExpr e;
+  if (j.is_number()) {
+    e.constant = int_in(json_integer(j, path), 1, kMaxSplits, path);
+    e.lo = e.hi = e.constant;
+    return e;
+  }
+  JsonReader r(j, path);
+  if (const auto* q = r.member("quotient")) {
+    const std::string p = r.path_of("quotient");
+    if (!q->is_array() || q->size() != 3)
+      throw InputError(p + ": expected [numerator feature, denominator feature, divisor]");
+    Quotient quot{feature_at((*q)[0], p + "[0]"), feature_at((*q)[1], p + "[1]"),
+                  int_in(json_integer((*q)[2], p + "[2]"), 1, 1 << 20, p + "[2]")};
+    if (!positive(quot.den)) throw InputError(p + "[1]: \"" + std::string(name(quot.den)) + "\" can be 0; not a divisor");
+    e.quotient = quot;
+  }
+  if (const auto* c = r.member("ceil_div")) {
+    const std::string p = r.path_of("ceil_div");
+    if (!c->is_array() || c->size() != 2) throw InputError(p + ": expected [feature, k]");
+    e.ceil_div = CeilDiv{feature_at((*c)[0], p + "[0]"), int_in(json_integer((*c)[1], p + "[1]"), 1, 1 << 20, p + "[1]")};
+  }
+  if (e.is_constant()) throw InputError(path + ": an expression needs \"quotient\" or \"ceil_div\" (or write a number)");
+  e.constant = 0;
+  e.lo = int_in(r.required_integer("lo"), 1, kMaxSplits, r.path_of("lo"));
+  e.hi = int_in(r.required_integer("hi"), 1, kMaxSplits, r.path_of("hi"));
+  if (e.lo > e.hi) throw InputError(r.path_of("lo") + ": must not exceed hi (" + std::to_string(e.hi) + ")");
+  r.finish();
+  return e;
+}
+
+Rule rule_from_json(const nlohmann::json& j, const std::string& path) {
+  JsonReader r(j, path);
+  Rule rule;
+  if (const auto* when = r.member("when")) {
+    const std::string p = r.path_of("when");
+    if (!when->is_array()) throw InputError(p + ": expected an array of [feature, op, value]");
+    for (std::size_t i = 0; i < when->size(); ++i) {
+      const std::string at = p + "[" + std::to_string(i) + "]";
+      const auto& c = (*when)[i];
+      if (!c.is_array() || c.size() != 3) throw InputError(at + ": expected [feature, op, value]");
+      Condition cond;
+      cond.feature = feature_at(c[0], at + "[0]");
+      if (!c[1].is_string() || !parse_op(c[1].get<std::string>()))
+        throw InputError(at + "[1]: expected one of <, <=, ==, >=, >, got " + json_kind(c[1]));
+      cond.op = *parse_op(c[1].get<std::string>());
+      cond.value = json_integer(c[2], at + "[2]");
+      rule.when.push_back(cond);
+    }
+  }
+  const auto* splits = r.member("num_splits");
+  if (!splits) throw InputError(r.path_of("num_splits") + ": missing");
+  rule.num_splits = split_expr_from_json(*splits, r.path_of("num_splits"));
+  rule.pack_gqa = optional_bool(r, "pack_gqa");
+  if (auto m = r.integer("sm_margin")) rule.sm_margin = int_in(*m, 0, 1 << 20, r.path_of("sm_margin"));
+  r.finish();
+  return rule;
+}
+
+Program program_from_json(const nlohmann::json& j, std::string base_source, const std::string& path) {
+  JsonReader r(j, path);
+  Program p;
+  p.base_name = r.string("base").value_or("");
+  p.base_source = std::move(base_source);
+  if (const auto* rules = r.member("rules")) {
+    if (!rules->is_array()) throw InputError(r.path_of("rules") + ": expected an array of rules");
+    for (std::size_t i = 0; i < rules->size(); ++i)
+      p.rules.push_back(rule_from_json((*rules)[i], r.path_of("rules") + "[" + std::to_string(i) + "]"));
+  }
+  r.finish();
+  return p;
+}
+
+bool holds(const Rule& r, const FeatureValues& v) {
+  for (const auto& c : r.when) {
+    const std::int64_t x = v[static_cast<int>(c.feature)];
+    bool ok = false;
+    switch (c.op) {
+      case Op::lt: ok = x < c.value; break;
+      case Op::le: ok = x <= c.value; break;
+      case Op::eq: ok = x == c.value; break;
+      case Op::ge: ok = x >= c.value; break;
+      case Op::gt: ok = x > c.value; break;
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+namespace {
+// Lua's // on integers: floor division.
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  std::int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+}  // namespace
+
+int eval_split(const SplitExpr& e, const FeatureValues& v) {
+  if (e.is_constant()) return e.constant;
+  std::int64_t x = std::numeric_limits<std::int64_t>::max();
+  if (e.quotient)
+    x = floor_div(v[static_cast<int>(e.quotient->num)], v[static_cast<int>(e.quotient->den)] * e.quotient->div);
+  if (e.ceil_div) {
+    const std::int64_t k = e.ceil_div->k;
+    x = std::min(x, floor_div(v[static_cast<int>(e.ceil_div->of)] + k - 1, k));
+  }
+  return static_cast<int>(std::clamp<std::int64_t>(x, e.lo, e.hi));
+}
+
+std::optional<Decision> eval_rules(const Program& p, const FeatureValues& v) {
+  for (const auto& r : p.rules) {
+    if (!holds(r, v)) continue;
+    Decision d;
+    d.num_splits = eval_split(r.num_splits, v);
+    d.pack_gqa = r.pack_gqa;
+    d.sm_margin = r.sm_margin;
+    return d;
+  }
+  return std::nullopt;
+}
+
+FeatureSet features_used(const Program& p) {
+  std::vector<Feature> fs;
+  for (const auto& r : p.rules) {
+    for (const auto& c : r.when) fs.push_back(c.feature);
+    if (r.num_splits.quotient) {
+      fs.push_back(r.num_splits.quotient->num);
+      fs.push_back(r.num_splits.quotient->den);
+    }
+    if (r.num_splits.ceil_div) fs.push_back(r.num_splits.ceil_div->of);
+  }
+  return FeatureSet(fs);
+}
+
+}  // namespace evodispatch::search

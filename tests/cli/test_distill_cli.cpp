@@ -1,0 +1,117 @@
+// End-to-end: `evodispatch distill` and `evodispatch regress` on the simulator.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/results/results.hpp>
+
+namespace fs = std::filesystem;
+using namespace evodispatch;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const fs::path err_file = fs::temp_directory_path() / ("evo_distill_cli_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(EVO_BINARY) + " " + args + " 2>" + err_file.string();
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  fs::remove(err_file);
+  return r;
+}
+
+fs::path temp_path(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("evo_distill_cli_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(p);
+  for (const char* suffix : {"-wal", "-shm"}) fs::remove(p.string() + suffix);
+  return p;
+}
+
+}  // namespace
+
+TEST(DistillCli, DistillFa3ThenRegressPassesAndFailsOnTheFloor) {
+  const fs::path dir = temp_path("fa3");
+  const fs::path db = temp_path("fa3.db");
+  Result d = run("distill --policy fa3 --grid small --random 3000 --out " + dir.string());
+  ASSERT_EQ(d.code, 0) << d.out << d.err;
+  EXPECT_NE(d.out.find("0 differ"), std::string::npos) << d.out;
+  for (const char* f : {"heuristic.json", "heuristic.hpp", "heuristic.py", "libheuristic.so",
+                        "fa3_num_splits_heuristic.inc"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  const auto j = nlohmann::json::parse(std::ifstream(dir / "heuristic.json"));
+  EXPECT_EQ(j["schema"], 1);
+  EXPECT_EQ(j["provenance"]["device"]["num_sms"], 132);
+
+  // The compiled function equals fa3 on the simulator: every ratio is 1.
+  const fs::path report = temp_path("report.json");
+  Result ok = run("regress --heuristic " + (dir / "heuristic.json").string() +
+                  " --baseline fa3 --workload paper-safety-160 --floor 0.99 --device sim:h100-sxm --db " + db.string() +
+                  " --out " + report.string());
+  EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("0 confirmed"), std::string::npos) << ok.out;
+  const auto rep = nlohmann::json::parse(std::ifstream(report));
+  EXPECT_EQ(rep["rows"].size(), 160u);
+  EXPECT_EQ(rep["passed"], true);
+
+  Result bad = run("regress --heuristic " + (dir / "heuristic.json").string() +
+                   " --baseline fa3 --workload paper-safety-160 --floor 1.01 --device sim:h100-sxm --db " + db.string());
+  EXPECT_EQ(bad.code, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.out.find("REGRESSION (confirmed"), std::string::npos);
+
+  // Stored: two regress runs, 160 comparisons for the first, 320 (each confirmed) for the second.
+  auto database = results::Database::open(db.string());
+  results::RunFilter f;
+  f.kind = "regress";
+  const auto runs = results::Runs(database).list(f);
+  ASSERT_EQ(runs.size(), 2u);
+  std::size_t total = 0;
+  for (const auto& r : runs) total += results::Comparisons(database).list_by_run(r.id).size();
+  EXPECT_EQ(total, 160u + 320u);
+}
+
+TEST(DistillCli, DistillFitsAScriptAndRefusesTheFa3Body) {
+  const fs::path dir = temp_path("tree");
+  const fs::path lua = temp_path("policy.lua");
+  std::ofstream(lua) << "function dispatch(s, hw)\n"
+                        "  if s.batch * s.h_kv >= 64 or s.seqlen_k < 1024 then return { num_splits = 1 } end\n"
+                        "  return { num_splits = 4 }\nend\n";
+  Result d = run("distill --policy " + lua.string() + " --grid small --random 3000 --out " + dir.string());
+  ASSERT_EQ(d.code, 0) << d.out << d.err;
+  EXPECT_NE(d.out.find("(tree,"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("FA3 body: refused"), std::string::npos) << d.out;
+  EXPECT_TRUE(fs::exists(dir / "fa3_refused.txt"));
+
+  // A decision computed arithmetically between grid values cannot be fitted exactly: the
+  // check fails and names the first shapes.
+  const fs::path dir2 = temp_path("tree2");
+  const fs::path lua2 = temp_path("policy2.lua");
+  std::ofstream(lua2) << "function dispatch(s, hw)\n"
+                         "  return { num_splits = math.min(8, s.seqlen_k // 1000 + 1) }\nend\n";
+  Result f = run("distill --policy " + lua2.string() + " --grid small --random 3000 --out " + dir2.string());
+  EXPECT_EQ(f.code, 1) << f.out << f.err;
+  EXPECT_NE(f.out.find("differs: "), std::string::npos) << f.out;
+}
+
+TEST(DistillCli, DistillNeedsOneSource) {
+  Result r = run("distill --out " + temp_path("none").string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+}

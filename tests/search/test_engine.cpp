@@ -1,0 +1,211 @@
+// The engine end to end on the simulator: resume equivalence, interruption, workers,
+// nothing stored twice, and the shipped quickstart.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <evodispatch/evaluator/simulator.hpp>
+#include <evodispatch/results/results.hpp>
+#include <evodispatch/search/engine.hpp>
+
+#include "search_fixtures.hpp"
+
+using namespace evodispatch;
+using namespace evodispatch::search;
+using namespace evodispatch::search::testing;
+
+namespace {
+
+struct Sims {
+  std::vector<std::unique_ptr<SimulatorEvaluator>> owned;
+  explicit Sims(int n) {
+    for (int i = 0; i < n; ++i) owned.push_back(std::make_unique<SimulatorEvaluator>(load_sim_profile("h100-sxm")));
+  }
+  EngineOptions options() const {
+    EngineOptions o;
+    for (const auto& e : owned) o.evaluators.push_back(e.get());
+    o.device_spec = "sim:h100-sxm";
+    return o;
+  }
+};
+
+// What must not depend on how the run got to its end.
+struct Outcome {
+  nlohmann::json winner;
+  std::int64_t evaluations = 0;
+  std::size_t programs = 0, train_evaluations = 0, validation_evaluations = 0, comparisons = 0;
+  std::int64_t measurements = 0;
+  bool operator==(const Outcome&) const = default;
+};
+
+Outcome outcome(results::Database& db, std::int64_t run, const nlohmann::json& summary) {
+  Outcome o;
+  o.winner = summary["winner"];
+  o.evaluations = summary["evaluations"].get<std::int64_t>();
+  o.programs = results::Programs(db).list_by_run(run).size();
+  o.train_evaluations = results::Evaluations(db).list_by_run(run, results::Split::train).size();
+  o.validation_evaluations = results::Evaluations(db).list_by_run(run, results::Split::validation).size();
+  o.comparisons = results::Comparisons(db).list_by_run(run).size();
+  o.measurements = results::Measurements(db).count();
+  return o;
+}
+
+void PrintTo(const Outcome& o, std::ostream* os) {
+  *os << "winner " << o.winner.value("hash", std::string("none")) << ", " << o.evaluations << " evaluations, "
+      << o.programs << " programs, " << o.train_evaluations << "+" << o.validation_evaluations << " evaluations, "
+      << o.comparisons << " comparisons, " << o.measurements << " measurements";
+}
+
+}  // namespace
+
+class EngineTest : public ::testing::Test {
+ protected:
+  ScratchDir dir;
+  std::string workload = dir.write("mini.json", mini_workload_json());
+
+  Outcome uninterrupted(int workers, std::uint64_t seed, const std::string& db_name) {
+    auto db = results::Database::open(dir.file(db_name));
+    Sims sims(workers);
+    auto engine = SearchEngine::start(db, mini_config(workload), sims.options(), seed);
+    const auto summary = engine->run();
+    return outcome(db, engine->run_id(), summary);
+  }
+};
+
+TEST_F(EngineTest, FindsAWinnerAndStoresEverythingOnce) {
+  auto db = results::Database::open(dir.file("a.db"));
+  Sims sims(1);
+  auto engine = SearchEngine::start(db, mini_config(workload), sims.options(), 3);
+  const auto summary = engine->run();
+  const std::int64_t run = engine->run_id();
+  EXPECT_EQ(results::Runs(db).get(run)->status, results::RunStatus::finished);
+  EXPECT_EQ(results::Runs(db).get(run)->summary, summary);
+  ASSERT_FALSE(summary["winner"].is_null()) << summary.dump(2);
+  const auto& w = summary["winner"];
+  EXPECT_GT(w["train"]["geomean"].get<double>(), 1.0);
+  EXPECT_GE(w["validation"]["worst"].get<double>(), 0.99);
+  EXPECT_GE(w["confirmed"]["worst"].get<double>(), 0.99);
+  EXPECT_EQ(summary["stop_reason"], "max_evaluations");
+
+  // Every program once (the store's unique hash per run holds that anyway: here the
+  // engine never even tried a second insert), one training evaluation each.
+  const auto programs = results::Programs(db).list_by_run(run);
+  EXPECT_EQ(static_cast<std::int64_t>(programs.size()), summary["evaluations"].get<std::int64_t>());
+  std::set<std::string> hashes;
+  for (const auto& p : programs) hashes.insert(p.hash);
+  EXPECT_EQ(hashes.size(), programs.size());
+  const auto train = results::Evaluations(db).list_by_run(run, results::Split::train);
+  EXPECT_EQ(train.size(), programs.size());
+  // The winner's source, as stored, is the program the summary prints.
+  const auto stored = results::Programs(db).get(w["program_id"].get<std::int64_t>());
+  EXPECT_EQ(stored->source, w["source"].get<std::string>());
+  EXPECT_EQ(stored->hash, w["hash"].get<std::string>());
+  // Confirmations are comparisons rows of the run.
+  EXPECT_GT(results::Comparisons(db).list_by_run(run, w["program_id"].get<std::int64_t>()).size(), 0u);
+}
+
+TEST_F(EngineTest, AResumedRunEndsExactlyLikeAnUninterruptedOne) {
+  const Outcome reference = uninterrupted(1, 5, "reference.db");
+
+  auto db = results::Database::open(dir.file("resumed.db"));
+  Sims sims(1);
+  std::int64_t run = 0;
+  {
+    auto engine = SearchEngine::start(db, mini_config(workload), sims.options(), 5);
+    run = engine->run_id();
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(engine->step());
+  }  // dropped without finishing: the process "died" after four committed steps
+  {
+    auto engine = SearchEngine::resume(db, run, sims.options());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine->step());
+  }
+  auto engine = SearchEngine::resume(db, run, sims.options());
+  const auto summary = engine->run();
+  EXPECT_EQ(outcome(db, run, summary), reference);
+}
+
+TEST_F(EngineTest, TheNumberOfWorkersDoesNotChangeTheResult) {
+  EXPECT_EQ(uninterrupted(2, 8, "two.db"), uninterrupted(1, 8, "one.db"));
+}
+
+TEST_F(EngineTest, StopCommitsMarksTheRunInterruptedAndResumes) {
+  const Outcome reference = uninterrupted(1, 6, "reference.db");
+  auto db = results::Database::open(dir.file("stopped.db"));
+  Sims sims(1);
+  int polls = 0;
+  auto opts = sims.options();
+  opts.stop = [&] { return ++polls > 40; };  // somewhere in the middle of the run
+  std::int64_t run = 0;
+  try {
+    auto engine = SearchEngine::start(db, mini_config(workload), opts, 6);
+    run = engine->run_id();
+    engine->run();
+    FAIL() << "the stop request was ignored";
+  } catch (const SearchInterrupted& e) {
+    run = e.run_id;
+  }
+  EXPECT_EQ(results::Runs(db).get(run)->status, results::RunStatus::interrupted);
+  EXPECT_EQ(SearchEngine::newest_resumable(db), run);
+  auto engine = SearchEngine::resume(db, run, sims.options());
+  const auto summary = engine->run();
+  EXPECT_EQ(outcome(db, run, summary), reference);
+  EXPECT_FALSE(SearchEngine::newest_resumable(db));
+  EXPECT_THROW(SearchEngine::resume(db, run, sims.options()), InputError) << "a finished run is not resumed";
+}
+
+TEST_F(EngineTest, ResumeRefusesAnotherDevice) {
+  auto db = results::Database::open(dir.file("dev.db"));
+  Sims sims(1);
+  std::int64_t run = 0;
+  {
+    auto engine = SearchEngine::start(db, mini_config(workload), sims.options(), 1);
+    run = engine->run_id();
+  }
+  SimulatorEvaluator a100(load_sim_profile("a100"));
+  EngineOptions other;
+  other.evaluators = {&a100};
+  EXPECT_THROW(SearchEngine::resume(db, run, other), InputError);
+}
+
+TEST_F(EngineTest, AnEstimateStageGatesWhatTheDeviceMeasures) {
+  // Stand-in for a GPU: h100-pcie measured, with h100-sxm as the cheap estimate.
+  nlohmann::json cfg = mini_config_json(workload, 200);
+  cfg["cascade"] = {{"estimate", "sim:h100-sxm"}, {"estimate_slack", 0.0}};
+  auto db = results::Database::open(dir.file("est.db"));
+  SimulatorEvaluator pcie(load_sim_profile("h100-pcie"));
+  EngineOptions opts;
+  opts.evaluators = {&pcie};
+  opts.device_spec = "sim:h100-pcie";
+  auto engine = SearchEngine::start(db, parse_search_config(cfg, "test"), opts, 2);
+  const auto summary = engine->run();
+  int gated = 0, estimated = 0, measured = 0;
+  for (const auto& e : results::Evaluations(db).list_by_run(engine->run_id(), results::Split::train)) {
+    estimated += e.stage == "estimate" ? 1 : 0;
+    gated += e.stage == "estimate" && !e.ok ? 1 : 0;
+    measured += e.stage == "measured" ? 1 : 0;
+  }
+  EXPECT_GT(estimated, 0);
+  EXPECT_GT(gated, 0) << "with no slack, candidates estimated worse than the best are not measured";
+  EXPECT_EQ(measured + gated, estimated);
+  EXPECT_FALSE(summary["winner"].is_null());
+}
+
+// The shipped quickstart, as `evodispatch search --config quickstart` runs it.
+TEST(Quickstart, FindsAWinnerThatBeatsFa3OnValidation) {
+  ScratchDir dir;
+  auto db = results::Database::open(dir.file("quickstart.db"));
+  Sims sims(1);
+  const auto start = std::chrono::steady_clock::now();
+  auto engine = SearchEngine::start(db, load_search_config("quickstart"), sims.options());
+  const auto s = engine->run();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(s["winner"].is_null()) << s.dump(2);
+  const auto& v = s["winner"]["validation"];
+  EXPECT_GT(v["geomean"].get<double>(), 1.02) << s.dump(2);
+  EXPECT_GE(v["worst"].get<double>(), 0.99);
+  EXPECT_GE(s["winner"]["confirmed"]["worst"].get<double>(), 0.99);
+  EXPECT_GT(v["oracle_fraction"].get<double>(), 0.5);
+  EXPECT_LT(seconds, 120.0);
+  std::cout << "quickstart: " << seconds << " s, validation geomean " << v["geomean"] << ", oracle fraction "
+            << v["oracle_fraction"] << ", " << s["evaluations"] << " programs\n";
+}

@@ -1,0 +1,240 @@
+// Rule-list programs: normalisation, canonical Lua, hashes, JSON, the C++ twin.
+#include <gtest/gtest.h>
+
+#include <evodispatch/evaluator/simulator.hpp>
+#include <evodispatch/evaluator/workload.hpp>
+#include <evodispatch/heuristics/policy.hpp>
+#include <evodispatch/search/checker.hpp>
+#include <evodispatch/search/lua_text.hpp>
+#include <evodispatch/search/operators.hpp>
+#include <evodispatch/search/program.hpp>
+
+using namespace evodispatch;
+using namespace evodispatch::search;
+
+namespace {
+
+DeviceInfo h100() { return load_sim_profile("h100-sxm").device; }
+
+Program example() {
+  Program p = base_program("fixed:1", *builtin_policy_source("fixed:1"));
+  Rule a;
+  a.when = {{Feature::nblk, Op::le, 4}, {Feature::ctas, Op::ge, 2}, {Feature::nblk, Op::le, 6}, {Feature::batch, Op::ge, 1}};
+  a.num_splits.constant = 3;
+  a.pack_gqa = true;
+  Rule b;
+  b.when = {{Feature::h_kv, Op::eq, 8}};
+  b.num_splits.quotient = Quotient{Feature::num_sms, Feature::ctas, 2};
+  b.num_splits.ceil_div = CeilDiv{Feature::nblk, 2};
+  b.num_splits.lo = 1;
+  b.num_splits.hi = 32;
+  Rule inside_a;  // every shape it takes, rule a takes first
+  inside_a.when = {{Feature::nblk, Op::le, 2}, {Feature::ctas, Op::ge, 4}};
+  inside_a.num_splits.constant = 7;
+  Rule empty;  // batch > 4 and batch < 3
+  empty.when = {{Feature::batch, Op::gt, 4}, {Feature::batch, Op::lt, 3}};
+  p.rules = {a, b, inside_a, empty};
+  return p;
+}
+
+std::vector<Shape> varied_shapes() {
+  std::vector<Shape> out = load_workload("paper-safety-160").shapes;
+  for (const auto& s : load_workload("cliff-8k").shapes) out.push_back(s);
+  Shape odd;
+  odd.batch = 3;
+  odd.seqlen_q = 4;
+  odd.seqlen_k = 777;
+  odd.h_q = 32;
+  odd.h_kv = 32;
+  odd.head_dim = 256;
+  odd.page_size = 16;
+  out.push_back(odd);
+  return out;
+}
+
+}  // namespace
+
+TEST(Program, NormaliseWritesConditionsCanonicallyAndDropsUnreachableRules) {
+  const Program n = normalise(example());
+  ASSERT_EQ(n.rules.size(), 2u);
+  const std::vector<Condition> want = {{Feature::nblk, Op::le, 4}, {Feature::ctas, Op::ge, 2}};
+  EXPECT_EQ(n.rules[0].when, want);
+  EXPECT_EQ(n.rules[1].when, (std::vector<Condition>{{Feature::h_kv, Op::eq, 8}}));
+  EXPECT_EQ(normalise(n), n) << "normalisation is idempotent";
+
+  // An expression that can give one value only is that constant; constants are clamped.
+  Program p = n;
+  p.rules[1].num_splits.lo = p.rules[1].num_splits.hi = 5;
+  p.rules[0].num_splits.constant = 900;
+  const Program q = normalise(p, 64);
+  EXPECT_TRUE(q.rules[1].num_splits.is_constant());
+  EXPECT_EQ(q.rules[1].num_splits.constant, 5);
+  EXPECT_EQ(q.rules[0].num_splits.constant, 64);
+}
+
+TEST(Program, RendersCanonicalLua) {
+  const std::string lua = render_lua(normalise(example()));
+  const std::string want =
+      "-- evodispatch search program: 2 rule(s) in front of the base policy \"fixed:1\".\n"
+      "-- Generated from the rule list stored with it (programs.rules); edit that, not this.\n"
+      "local base_dispatch\n"
+      "do\n"
+      "function dispatch(s, hw)\n"
+      "  return { num_splits = 1 }\n"
+      "end\n"
+      "base_dispatch = dispatch\n"
+      "end\n"
+      "\n"
+      "local function clamp(x, lo, hi) return math.max(lo, math.min(hi, x)) end\n"
+      "\n"
+      "function dispatch(s, hw)\n"
+      "  if s.nblk <= 4 and (s.batch * s.h_kv) >= 2 then return { num_splits = 3, pack_gqa = true, sm_margin = 0 } end\n"
+      "  if s.h_kv == 8 then return { num_splits = clamp(math.min(hw.num_sms // ((s.batch * s.h_kv) * 2), "
+      "(s.nblk + 1) // 2), 1, 32), sm_margin = 0 } end\n"
+      "  return base_dispatch(s, hw)\n"
+      "end\n";
+  EXPECT_EQ(lua, want);
+  EXPECT_NO_THROW(DispatchScript::load("rendered", lua));
+}
+
+TEST(Program, HashIsStableAndIgnoresWhatNormalisationRemoves) {
+  const Program n = normalise(example());
+  // A fixed value: a change here means stored runs can no longer recognise their programs.
+  EXPECT_EQ(program_hash(n), "66a7fcceddeea0c6a8b71538909333d3");
+  EXPECT_EQ(program_hash(n).size(), 32u);
+
+  Program reordered = example();
+  std::reverse(reordered.rules[0].when.begin(), reordered.rules[0].when.end());
+  reordered.base_name = "another label";
+  reordered.base_source = canonical_lua("-- a comment\n" + *builtin_policy_source("fixed:1") + "\n\n   \n");
+  EXPECT_EQ(program_hash(normalise(reordered)), program_hash(n));
+
+  Program changed = n;
+  changed.rules[0].num_splits.constant = 4;
+  changed.rules[0].num_splits.lo = changed.rules[0].num_splits.hi = 4;
+  EXPECT_NE(program_hash(changed), program_hash(n));
+  Program other_base = n;
+  other_base.base_source = canonical_lua(*builtin_policy_source("fixed:2"));
+  EXPECT_NE(program_hash(other_base), program_hash(n));
+}
+
+TEST(Program, JsonRoundTrip) {
+  const Program n = normalise(example());
+  const nlohmann::json j = to_json(n);
+  EXPECT_EQ(j["base"], "fixed:1");
+  EXPECT_EQ(j["rules"][0]["when"][0], nlohmann::json::array({"nblk", "<=", 4}));
+  EXPECT_EQ(j["rules"][1]["num_splits"]["quotient"], nlohmann::json::array({"num_sms", "ctas", 2}));
+  const Program back = program_from_json(nlohmann::json::parse(j.dump()), n.base_source);
+  EXPECT_EQ(back, n);
+  EXPECT_EQ(program_hash(back), program_hash(n));
+}
+
+TEST(Program, JsonErrorsNameThePath) {
+  const auto error_of = [](const std::string& text) {
+    try {
+      program_from_json(nlohmann::json::parse(text), "", "$");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of(R"({"rules": [{"when": [["nblk", "<~", 4]], "num_splits": 2}]})"),
+            "$.rules[0].when[0][1]: expected one of <, <=, ==, >=, >, got a string");
+  EXPECT_EQ(error_of(R"({"rules": [{"when": [["blocks", "<=", 4]], "num_splits": 2}]})"),
+            "$.rules[0].when[0][0]: unknown feature \"blocks\"");
+  EXPECT_EQ(error_of(R"({"rules": [{"num_splits": 0}]})"), "$.rules[0].num_splits: must be in [1, 256], got 0");
+  EXPECT_EQ(error_of(R"({"rules": [{"num_splits": 2, "colour": "red"}]})"), "$.rules[0].colour: unknown field");
+  EXPECT_EQ(error_of(R"({"rules": [{"num_splits": {"quotient": ["num_sms", "page_size", 1], "lo": 1, "hi": 4}}]})"),
+            "$.rules[0].num_splits.quotient[1]: \"page_size\" can be 0; not a divisor");
+  EXPECT_EQ(error_of(R"({"rules": [{"pack_gqa": true}]})"), "$.rules[0].num_splits: missing");
+}
+
+TEST(Program, BaseSourceComesBackOutOfTheRenderedProgram) {
+  const Program n = normalise(example());
+  EXPECT_EQ(extract_base_source(render_lua(n)), n.base_source);
+  // A base that is itself a rendered program (an external mutator echoing its parent).
+  const Program nested = normalise(base_program("external", render_lua(n)));
+  EXPECT_EQ(extract_base_source(render_lua(nested)), nested.base_source);
+  EXPECT_FALSE(extract_base_source("function dispatch(s, hw) return {num_splits = 1} end"));
+}
+
+TEST(Program, CanonicalTextOfABuiltInPolicyDecidesTheSame) {
+  const DeviceInfo hw = h100();
+  for (const auto& name : builtin_policy_names()) {
+    auto original = make_policy(name);
+    auto canonical = DispatchScript::load(name, canonical_lua(*builtin_policy_source(name)));
+    for (const auto& s : varied_shapes()) {
+      const auto a = original->decide(s, hw);
+      const auto b = canonical->dispatch(s, hw);
+      ASSERT_EQ(a.ok(), b.ok()) << name << " " << describe(s);
+      if (a.ok()) {
+        ASSERT_EQ(a.decision, b.decision) << name << " " << describe(s);
+      }
+    }
+  }
+}
+
+TEST(Program, TheCppTwinAgreesWithTheRenderedLua) {
+  const DeviceInfo hw = h100();
+  const auto shapes = varied_shapes();
+  OperatorContext ctx;
+  for (const auto& s : load_workload("paper-safety-160").shapes) ctx.train.push_back(feature_values(s, hw));
+  ctx.prepare();
+  Rng rng(11);
+  Program p = base_program("fixed:1", *builtin_policy_source("fixed:1"));
+  int checked = 0;
+  for (int i = 0; i < 150; ++i) {
+    const OperatorKind kinds[] = {OperatorKind::add_rule, OperatorKind::perturb, OperatorKind::to_expression,
+                                  OperatorKind::merge_rules};
+    auto child = apply_operator(kinds[rng.below(4)], p, {}, {}, ctx, rng);
+    if (!child) continue;
+    if (child->rules.size() < 10) p = *child;
+    auto script = DispatchScript::load("program", render_lua(*child));
+    for (const auto& s : shapes) {
+      const auto lua = script->dispatch(s, hw);
+      ASSERT_TRUE(lua.ok()) << lua.error;
+      const auto twin = eval_rules(*child, feature_values(s, hw));
+      const Decision want = twin ? resolve(*twin, s) : resolve(Decision{1, std::nullopt, 0}, s);
+      ASSERT_EQ(lua.decision, want) << describe(s) << "\n" << render_lua(*child);
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(LuaText, CanonicalTextDropsCommentsAndBlankLinesButNotStrings) {
+  const std::string src =
+      "-- header\n\nlocal a = 1 -- one\nlocal s = \"-- not a comment\"  \n--[[ long\ncomment ]]\n"
+      "local t = [[\n-- kept\n\n]]\n\n   local b = .5 --[==[ x ]==] + a\n";
+  const std::string want =
+      "local a = 1\nlocal s = \"-- not a comment\"\nlocal t = [[\n-- kept\n\n]]\n   local b = .5  + a\n";
+  EXPECT_EQ(canonical_lua(src), want);
+  EXPECT_EQ(canonical_lua(want), want);
+}
+
+TEST(LuaText, LiteralPerturbationChangesOneNumeralOutsideCommentsAndStrings) {
+  const std::string src = "-- 17 in a comment\nlocal x = 0x10 + 3 * 0.85 .. \"42\"\n";
+  const auto lits = numeric_literals(src);
+  ASSERT_EQ(lits.size(), 2u);  // 3 and 0.85; hexadecimal 0x10 is left alone
+  EXPECT_EQ(src.substr(lits[0].begin, lits[0].end - lits[0].begin), "3");
+  EXPECT_EQ(src.substr(lits[1].begin, lits[1].end - lits[1].begin), "0.85");
+  Rng rng(5);
+  for (int i = 0; i < 50; ++i) {
+    const auto out = perturb_one_literal(src, rng);
+    ASSERT_TRUE(out);
+    EXPECT_NE(*out, src);
+    EXPECT_EQ(out->substr(0, 29), src.substr(0, 29));  // the comment and "local x = 0x10 + " stay
+    EXPECT_NE(out->find("\"42\""), std::string::npos);
+  }
+  Rng r2(1);
+  for (int i = 0; i < 20; ++i) {
+    const auto v = perturb_numeral("0", r2);  // never negative, never unchanged
+    EXPECT_TRUE(v == "1" || v == "2") << v.value_or("nullopt");
+  }
+  for (int i = 0; i < 20; ++i) {
+    const auto v = perturb_numeral("0.85", r2);
+    ASSERT_TRUE(v);
+    EXPECT_NE(v->find('.'), std::string::npos) << *v;
+  }
+  EXPECT_FALSE(perturb_numeral("0x1F", r2));
+}
