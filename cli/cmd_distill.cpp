@@ -42,6 +42,14 @@ struct Source {
   nlohmann::json provenance = nlohmann::json::object();
 };
 
+// A GPU fingerprint ends in "/driverX.Y" (CudaEvaluator::fingerprint); the devices row
+// may not carry the driver separately.
+std::string driver_of(const std::string& recorded, const std::string& fingerprint) {
+  if (!recorded.empty()) return recorded;
+  const auto at = fingerprint.rfind("/driver");
+  return at == std::string::npos ? std::string() : fingerprint.substr(at + 7);
+}
+
 Source from_database(const DistillOptions& o) {
   if (!fs::exists(o.db)) throw InputError("--db: " + o.db + " does not exist");
   auto db = results::Database::open(o.db);
@@ -59,10 +67,13 @@ Source from_database(const DistillOptions& o) {
     src.provenance["device_fingerprint"] = run->device;
     if (auto dev = results::Devices(db).find(run->device)) {
       src.device = dev->info;
-      src.provenance["driver"] = dev->driver.empty() ? nlohmann::json(nullptr) : nlohmann::json(dev->driver);
+      const std::string driver = driver_of(dev->driver, run->device);
+      src.provenance["driver"] = driver.empty() ? nlohmann::json(nullptr) : nlohmann::json(driver);
     }
+    // The kernels the run measured on its device (a search also stores simulator estimates).
     results::MeasurementFilter mf;
     mf.run_id = o.run;
+    mf.device = run->device;
     mf.limit = 1;
     const auto rows = results::Measurements(db).list(mf);
     if (!rows.empty()) src.provenance["kernel_build"] = rows.front().measurement.key.kernel_build;

@@ -12,7 +12,7 @@
 # 3. sweep batch on cliff-8k under fa3 and the U-curve of paper-table1's MQA row;
 # 4. calibration data: bench --policy oracle on paper-safety-160 over a coarse decision
 #    space, for `evodispatch calibrate` (stops after $CALIB_SECONDS, default 240, keeping
-#    every row measured so far).
+#    every row measured so far; 0 skips it: scripts/gpu-search.sh measures the same space).
 # Everything lands in $OUT/evodispatch.db too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -51,13 +51,15 @@ evo sweep batch --workload cliff-8k --policy fa3 >"$out/sweep-batch-cliff-8k.txt
 evo sweep splits --shape batch=1,seqlen_k=512,h_q=64,h_kv=1 --splits 1..32 >"$out/sweep-splits-table1.txt" 2>&1 || status=1
 tail -n 20 "$out/sweep-splits-table1.txt"
 
-step "calibration data: oracle on paper-safety-160 (at most ${CALIB_SECONDS:-240} s)"
-# SIGINT: the CLI commits what it measured and exits 130.
-timeout -s INT "${CALIB_SECONDS:-240}" "$bin" bench --device cuda:0 --db "$db" --workload paper-safety-160 \
-  --policy oracle --oracle-splits 1,2,3,4,6,8,12,16,24,32 --json >"$out/oracle-safety-160.json" 2>"$out/oracle-safety-160.log"
-echo "exit $? (130: stopped by the time limit, rows so far kept)"
-"$bin" bench --device cuda:0 --db "$db" --workload paper-safety-160 --policy fa3 --json \
-  >"$out/fa3-safety-160.json" 2>"$out/fa3-safety-160.log" || status=1
+if [ "${CALIB_SECONDS:-240}" -gt 0 ]; then
+  step "calibration data: oracle on paper-safety-160 (at most ${CALIB_SECONDS:-240} s)"
+  # SIGINT: the CLI commits what it measured and exits 130.
+  timeout -s INT "${CALIB_SECONDS:-240}" "$bin" bench --device cuda:0 --db "$db" --workload paper-safety-160 \
+    --policy oracle --oracle-splits 1,2,3,4,6,8,12,16,24,32 --json >"$out/oracle-safety-160.json" 2>"$out/oracle-safety-160.log"
+  echo "exit $? (130: stopped by the time limit, rows so far kept)"
+  "$bin" bench --device cuda:0 --db "$db" --workload paper-safety-160 --policy fa3 --json \
+    >"$out/fa3-safety-160.json" 2>"$out/fa3-safety-160.log" || status=1
+fi
 
 cp "$db" "$out/evodispatch.db" 2>/dev/null || true
 rm -rf "$work_cache"

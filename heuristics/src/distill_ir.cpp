@@ -107,7 +107,10 @@ nlohmann::json bound_json(std::int64_t x) {
 }
 
 nlohmann::json split_json(const SplitExpr& e) {
-  nlohmann::json j = {{"constant", e.constant}, {"lo", e.lo}, {"hi", e.hi}};
+  // An expression has no constant: null, so the reader never sees a placeholder.
+  nlohmann::json j = {{"constant", e.is_constant() ? nlohmann::json(e.constant) : nlohmann::json(nullptr)},
+                      {"lo", e.lo},
+                      {"hi", e.hi}};
   j["quotient"] = e.quotient ? nlohmann::json{{"num", name(e.quotient->num)},
                                               {"den", name(e.quotient->den)},
                                               {"div", e.quotient->div}}
@@ -203,7 +206,10 @@ DecisionFunction decision_function_from_json(const nlohmann::json& j, const std:
     const std::string sp = rp + ".num_splits";
     const auto& sj = member(rj, "num_splits", rp);
     allow_only(sj, sp, {"constant", "lo", "hi", "quotient", "ceil_div"});
-    r.num_splits.constant = get_small(member(sj, "constant", sp), sp + ".constant", 1, kMaxSplits);
+    const bool expression = (sj.contains("quotient") && !sj["quotient"].is_null()) ||
+                            (sj.contains("ceil_div") && !sj["ceil_div"].is_null());
+    // An expression's constant is unused: null (earlier files wrote 0), never read.
+    if (!expression) r.num_splits.constant = get_small(member(sj, "constant", sp), sp + ".constant", 1, kMaxSplits);
     r.num_splits.lo = sj.contains("lo") ? get_small(sj["lo"], sp + ".lo", 1, kMaxSplits) : 1;
     r.num_splits.hi = sj.contains("hi") ? get_small(sj["hi"], sp + ".hi", 1, kMaxSplits) : kMaxSplits;
     if (sj.contains("quotient") && !sj["quotient"].is_null()) {

@@ -127,6 +127,14 @@ void parse_oracle(JsonReader& root, SearchConfig& c) {
   read_int(*s, "max_splits", c.oracle.max_splits, 1, kMaxSplits);
   if (c.oracle.min_splits > c.oracle.max_splits)
     fail(s->path_of("min_splits"), "must not exceed max_splits (" + std::to_string(c.oracle.max_splits) + ")");
+  if (const auto* v = s->member("splits")) {
+    if (s->member("min_splits") || s->member("max_splits"))
+      fail(s->path_of("splits"), "give either splits or min_splits / max_splits, not both");
+    c.oracle.splits = ints(int_list(*v, s->path_of("splits"), 1, kMaxSplits));
+    if (c.oracle.splits.empty()) fail(s->path_of("splits"), "expected at least one split count");
+    std::sort(c.oracle.splits.begin(), c.oracle.splits.end());
+    c.oracle.splits.erase(std::unique(c.oracle.splits.begin(), c.oracle.splits.end()), c.oracle.splits.end());
+  }
   if (const auto* v = s->member("pack_gqa")) {
     const std::string p = s->path_of("pack_gqa");
     if (!v->is_array() || v->empty()) fail(p, "expected a non-empty array of true / false");
@@ -299,6 +307,13 @@ void parse_sandbox(JsonReader& root, SearchConfig& c) {
 
 }  // namespace
 
+std::vector<int> SearchConfig::Oracle::split_values() const {
+  if (!splits.empty()) return splits;
+  std::vector<int> v;
+  for (int k = min_splits; k <= max_splits; ++k) v.push_back(k);
+  return v;
+}
+
 SearchConfig parse_search_config(const nlohmann::json& j, const std::string& source) {
   try {
     SearchConfig c;
@@ -379,6 +394,13 @@ nlohmann::json to_json(const SearchConfig& c) {
   json regions = json::array();
   for (const auto& a : c.archive.regions) regions.push_back({{"feature", std::string(name(a.feature))}, {"edges", a.edges}});
   const auto& w = c.operators;
+  nlohmann::json oracle = {{"enabled", c.oracle.enabled}, {"pack_gqa", c.oracle.pack_gqa}, {"sm_margins", c.oracle.sm_margins}};
+  if (c.oracle.splits.empty()) {
+    oracle["min_splits"] = c.oracle.min_splits;
+    oracle["max_splits"] = c.oracle.max_splits;
+  } else {
+    oracle["splits"] = c.oracle.splits;
+  }
   return {
       {"name", c.name},
       {"description", c.description},
@@ -390,12 +412,7 @@ nlohmann::json to_json(const SearchConfig& c) {
       {"features", features},
       {"split", {{"validation_fraction", c.split.validation_fraction}, {"seed", c.split.seed}}},
       {"fitness", {{"floor", c.fitness.floor}, {"penalty", c.fitness.penalty}}},
-      {"oracle",
-       {{"enabled", c.oracle.enabled},
-        {"min_splits", c.oracle.min_splits},
-        {"max_splits", c.oracle.max_splits},
-        {"pack_gqa", c.oracle.pack_gqa},
-        {"sm_margins", c.oracle.sm_margins}}},
+      {"oracle", oracle},
       {"decisions",
        {{"max_splits", c.decisions.max_splits}, {"sm_margins", c.decisions.sm_margins}, {"max_rules", c.decisions.max_rules}}},
       {"islands",

@@ -202,8 +202,9 @@ void SearchEngine::Impl::prepare() {
   std::vector<std::unordered_map<std::uint64_t, double>> oracle_table;
   if (config.oracle.enabled) {
     std::vector<LatencyRequest> requests;
+    const std::vector<int> splits = config.oracle.split_values();
     for (std::size_t i = 0; i < shapes.size(); ++i)
-      for (int k = config.oracle.min_splits; k <= config.oracle.max_splits; ++k)
+      for (int k : splits)
         for (bool pack : config.oracle.pack_gqa)
           for (int margin : config.oracle.sm_margins)
             if (margin < hw.num_sms) requests.push_back({static_cast<int>(i), resolve(Decision{k, pack, margin}, shapes[i])});

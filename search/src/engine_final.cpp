@@ -521,7 +521,7 @@ nlohmann::json SearchEngine::Impl::summary(std::optional<std::int64_t> winner, c
         {"train_geomean", oracle_geomean(split.train)},
         {"validation_geomean", oracle_geomean(split.validation)},
         {"space",
-         {{"num_splits", {config.oracle.min_splits, config.oracle.max_splits}},
+         {{"num_splits", config.oracle.split_values()},
           {"pack_gqa", config.oracle.pack_gqa},
           {"sm_margins", config.oracle.sm_margins}}}}},
       {"finalists", finalists_json},

@@ -44,6 +44,15 @@ TEST(SearchConfig, ShippedConfigsParseAndRoundTrip) {
   EXPECT_FALSE(q.features.contains(Feature::head_dim));
 }
 
+TEST(SearchConfig, OracleSplitsAreARangeOrAList) {
+  EXPECT_EQ(parse_search_config_text(R"({"oracle": {"min_splits": 3, "max_splits": 5}})", "t").oracle.split_values(),
+            (std::vector<int>{3, 4, 5}));
+  const SearchConfig c = parse_search_config_text(R"({"oracle": {"splits": [8, 1, 2, 8]}})", "t");
+  EXPECT_EQ(c.oracle.split_values(), (std::vector<int>{1, 2, 8}));
+  EXPECT_EQ(to_json(parse_search_config(to_json(c), "round trip")), to_json(c));
+  EXPECT_EQ(load_search_config("gpu-safety-160").oracle.split_values().size(), 10u);
+}
+
 TEST(SearchConfig, ErrorsNameTheJsonPath) {
   EXPECT_EQ(error_of(R"({"islands": {"cuont": 3}})"), "test.json: $.islands.cuont: unknown field");
   EXPECT_EQ(error_of(R"({"islands": {"count": 0}})"), "test.json: $.islands.count: must be in [1, 64], got 0");
@@ -61,6 +70,9 @@ TEST(SearchConfig, ErrorsNameTheJsonPath) {
             "test.json: $.operators.external: is above 0 but $.external.command is empty");
   EXPECT_EQ(error_of(R"({"cascade": {"estimate": "gpu"}})"),
             "test.json: $.cascade.estimate: expected \"auto\", \"none\" or \"sim:PROFILE\", got \"gpu\"");
+  EXPECT_EQ(error_of(R"({"oracle": {"splits": [1, 0]}})"), "test.json: $.oracle.splits[1]: must be in [1, 256], got 0");
+  EXPECT_EQ(error_of(R"({"oracle": {"splits": [2], "max_splits": 8}})"),
+            "test.json: $.oracle.splits: give either splits or min_splits / max_splits, not both");
   EXPECT_EQ(error_of(R"({"l2": "warm"})"), "test.json: $.l2: expected \"cold\" or \"hot\", got \"warm\"");
   EXPECT_EQ(error_of(R"({"external": {"command": ["sh", 3]}})"), "test.json: $.external.command[1]: expected a string, got 3");
   EXPECT_EQ(error_of("{\"seed\": 1,}"), error_of("{\"seed\": 1,}"));  // syntax errors name the line

@@ -64,6 +64,8 @@ TEST(DistillAdapter, RuleListWithFa3BaseTranslatesExactly) {
   EXPECT_EQ(fn.method, "rules");
   EXPECT_EQ(fn.fallback, distill::Fallback::fa3);
   ASSERT_EQ(fn.rules.size(), 3u);
+  // heuristic.json is what regress loads: the function survives it, expressions included.
+  EXPECT_EQ(distill::decision_function_from_json(distill::to_json(fn)), fn);
   const fs::path dir = temp_dir("fa3");
   distill::write_exports(fn, dir);
   auto compiled = distill::CompiledHeuristic::build(dir);

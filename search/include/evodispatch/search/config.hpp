@@ -58,8 +58,10 @@ struct SearchConfig {
     bool enabled = true;
     int min_splits = 1;  // the bounded decision space: num_splits in [min, max] ...
     int max_splits = 64;
+    std::vector<int> splits;  // ... or exactly these (when not empty) ...
     std::vector<bool> pack_gqa = {true, false};  // ... x pack_gqa ...
     std::vector<int> sm_margins = {0};           // ... x sm_margin
+    std::vector<int> split_values() const;  // `splits`, or min..max
   } oracle;
 
   struct Decisions {
