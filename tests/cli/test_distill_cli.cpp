@@ -115,3 +115,50 @@ TEST(DistillCli, DistillNeedsOneSource) {
   Result r = run("distill --out " + temp_path("none").string());
   EXPECT_EQ(r.code, 2) << r.out << r.err;
 }
+
+// A run on a GPU whose database also holds simulator estimates (the search's cascade):
+// the provenance names the GPU's kernel build and the driver of its fingerprint.
+TEST(DistillCli, ProvenanceNamesTheRunsGpuKernelBuildAndDriver) {
+  const fs::path db_path = temp_path("gpu-run.db");
+  const fs::path dir = temp_path("gpu-run");
+  const std::string gpu = "NVIDIA H100 80GB HBM3/132sm/cc90/81079MiB/driver13.0";
+  {
+    auto db = results::Database::open(db_path.string());
+    results::DeviceRecord dev;
+    dev.fingerprint = gpu;
+    dev.info.name = "NVIDIA H100 80GB HBM3";
+    dev.info.num_sms = 132;
+    dev.info.cc = 90;
+    results::Devices(db).upsert(dev);
+    results::RunRecord run;
+    run.kind = "search";
+    run.device = gpu;
+    const std::int64_t run_id = results::Runs(db).create(run);
+    results::ProgramRecord prog;
+    prog.run_id = run_id;
+    prog.hash = "one-split";
+    prog.source = "function dispatch(s, hw) return { num_splits = 1 } end\n";
+    prog.rules = nullptr;
+    const std::int64_t program_id = results::Programs(db).insert(prog).id;
+    Shape s;
+    s.seqlen_k = 512;
+    s.h_q = 8;
+    s.h_kv = 8;
+    Measurement estimate;  // taken first: the row a naive lookup would find
+    estimate.key = {"sim:h100-sxm#0", "wave-model-v1", s, resolve(Decision{1, true, 0}, s), L2Mode::cold};
+    estimate.ok = true;
+    estimate.median_us = estimate.p10_us = estimate.p90_us = 5;
+    results::Measurements(db).put(estimate, false, run_id);
+    Measurement measured = estimate;
+    measured.key.device = gpu;
+    measured.key.kernel_build = "0123456789abcdef@sm_90a";
+    results::Measurements(db).put(measured, false, run_id);
+    results::Runs(db).finish(run_id, results::RunStatus::finished, {{"winner", {{"program_id", program_id}}}});
+  }
+  Result d = run("distill --db " + db_path.string() + " --run 1 --grid small --random 1000 --out " + dir.string());
+  ASSERT_EQ(d.code, 0) << d.out << d.err;
+  const auto prov = nlohmann::json::parse(std::ifstream(dir / "heuristic.json"))["provenance"];
+  EXPECT_EQ(prov["kernel_build"], "0123456789abcdef@sm_90a");
+  EXPECT_EQ(prov["driver"], "13.0");
+  EXPECT_EQ(prov["device_fingerprint"], gpu);
+}
