@@ -182,9 +182,21 @@ struct CudaEvaluator::Impl {
     check(cudaLaunchKernel(p.decode->func(), dim3(p.decode_grid), dim3(p.decode->threads), args,
                            static_cast<std::size_t>(p.decode->dynamic_smem), s()),
           "launch decode kernel");
-    if (p.combine)
-      check(cudaLaunchKernel(p.combine->func(), dim3(p.combine_grid), dim3(p.combine->threads), args, 0, s()),
-            "launch combine kernel");
+    if (!p.combine) return;
+    // Programmatic dependent launch on Hopper and later: the combine kernel is scheduled
+    // while the decode kernel runs and waits for it on the device (kernels/cuda/common.cuh).
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(p.combine_grid);
+    cfg.blockDim = dim3(p.combine->threads);
+    cfg.stream = s();
+    cudaLaunchAttribute pdl[1] = {};
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    if (gpu.cc >= 90) {
+      cfg.attrs = pdl;
+      cfg.numAttrs = 1;
+    }
+    check(cudaLaunchKernelExC(&cfg, p.combine->func(), args), "launch combine kernel");
   }
 
   BufferSets buffer_sets(const gpu::CaseLayout& layout, L2Mode l2) const {

@@ -24,6 +24,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const i64 split_rows = total_rows;                      // o_partial rows per split
   const i64 lse_split_stride = total_rows;                // lse_partial entries per split
   const int ch = threadIdx.x % kThreadsPerRow;
+  wait_for_prerequisite_grids();  // the decode kernel's partials (see common.cuh)
 
   for (int base = blockIdx.x * kRowsPerCta; base < total_rows; base += gridDim.x * kRowsPerCta) {
     const int row = base + threadIdx.x / kThreadsPerRow;

@@ -107,6 +107,22 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// Programmatic dependent launch (sm_90 and later): the host launches the combine kernel
+// while the decode kernel still runs, so its launch latency hides behind the decode's
+// tail. The decode grid lets it start; the combine waits for the decode grid to finish
+// and its writes to be visible. Both are no-ops for a grid launched without the
+// dependency, and compile to nothing before sm_90.
+__device__ __forceinline__ void launch_dependent_grids() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::);
+#endif
+}
+__device__ __forceinline__ void wait_for_prerequisite_grids() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // 16-byte vector of 8 elements, stored as 4 packed pairs.
 __device__ __forceinline__ void store_16(void* p, u32 a, u32 b, u32 c, u32 d) {
   *reinterpret_cast<uint4*>(p) = make_uint4(a, b, c, d);

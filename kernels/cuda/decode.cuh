@@ -62,8 +62,9 @@ __device__ __forceinline__ u32 swz(int r, int c) {
   return static_cast<u32>(r * ROW_BYTES + ((c ^ (r & 7)) << 4));
 }
 
-template <int D_, int DT_, bool PAGED_, bool PACK_, int BM_, int BN_, int WM_, int WN_, int STAGES_>
-__global__ void __launch_bounds__(32 * WM_ * WN_, 1)
+// MIN_CTAS_: the CTAs per SM the variant is built for (registers capped to fit them).
+template <int D_, int DT_, bool PAGED_, bool PACK_, int BM_, int BN_, int WM_, int WN_, int STAGES_, int MIN_CTAS_>
+__global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     decode_kernel(const __grid_constant__ DecodeParams p) {
   using Tr = DecodeTraits<D_, DT_, PAGED_, PACK_, BM_, BN_, WM_, WN_, STAGES_>;
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, WN = Tr::WN, STAGES = Tr::STAGES;
@@ -91,6 +92,10 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, 1)
   const float c = p.scale_log2;
   const int rows = p.rows_per_group;
   const int HG = p.heads_per_group;
+
+  // Every CTA of this persistent grid is resident already (grid <= slots), so the combine
+  // kernel may be scheduled now: it waits for this grid's end (common.cuh).
+  launch_dependent_grids();
 
   for (int item = blockIdx.x; item < p.num_work_items; item += gridDim.x) {
     // ---- Which work: the innermost indices share the KV bytes (see the file comment).

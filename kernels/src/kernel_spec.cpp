@@ -21,7 +21,8 @@ bool supported_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 // 128-row tiles and two CTAs anyway; at D = 256 a warp needs 64-row tiles to have 16 keys).
 // The 64-row variants use 256 threads of ~230 registers, one CTA per SM whatever the
 // tile, so they always stream 128-row tiles where the split block allows.
-KernelSpec decode_spec(int head_dim, Dtype dtype, bool paged, bool pack_gqa, int block_m, bool latency) {
+KernelSpec decode_spec(int head_dim, Dtype dtype, bool paged, bool pack_gqa, int block_m, bool latency,
+                       bool dense = false) {
   KernelSpec s;
   s.kind = KernelKind::decode;
   s.head_dim = head_dim;
@@ -33,6 +34,14 @@ KernelSpec decode_spec(int head_dim, Dtype dtype, bool paged, bool pack_gqa, int
   s.warps_m = block_m / 16;
   s.warps_n = block_m == 16 ? 4 : 2;  // the warps of a row tile split each K/V tile's keys
   s.stages = 3;
+  if (dense) {
+    // Three CTAs per SM: two stages of 64-row tiles (~69 KiB) and at most 168 registers.
+    // For grids of 2..3 CTAs per SM, which the two-CTA variant runs as a full wave plus a
+    // tail: on an H100, B=34 x 8 KV heads x 8K keys (272 CTAs) at 1 split.
+    s.block_n = 64;
+    s.stages = 2;
+    s.min_ctas_per_sm = 3;
+  }
   return s;
 }
 
@@ -55,6 +64,12 @@ int KernelSpec::smem_bytes() const {
   return decode_smem_layout(head_dim, block_m, block_n, warps_n, stages, paged).total;
 }
 
+int KernelSpec::max_registers() const {
+  if (kind != KernelKind::decode || min_ctas_per_sm <= 1) return 255;
+  // 64K registers per SM, allocated per warp in units of 256 (8 per thread).
+  return std::min(255, 65536 / (threads() * min_ctas_per_sm) / 8 * 8);
+}
+
 int KernelSpec::rows_per_cta() const {
   if (kind == KernelKind::combine) return kCombineThreads / (head_dim / 8);
   return block_m;
@@ -65,7 +80,8 @@ std::string KernelSpec::name() const {
   if (kind == KernelKind::combine) return "combine_" + d;
   return "decode_" + d + (paged ? "_paged" : "_contig") + (pack_gqa ? "_pack" : "_nopack") + "_m" +
          std::to_string(block_m) + "n" + std::to_string(block_n) + "_w" + std::to_string(warps_m) + "x" +
-         std::to_string(warps_n) + "_s" + std::to_string(stages);
+         std::to_string(warps_n) + "_s" + std::to_string(stages) +
+         (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "");
 }
 
 std::string KernelSpec::kernel_expression() const {
@@ -75,7 +91,8 @@ std::string KernelSpec::kernel_expression() const {
   auto b = [](bool v) { return v ? std::string("true") : std::string("false"); };
   return "evodispatch::dev::decode_kernel<" + std::to_string(head_dim) + ", " + dt + ", " + b(paged) + ", " +
          b(pack_gqa) + ", " + std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
-         std::to_string(warps_m) + ", " + std::to_string(warps_n) + ", " + std::to_string(stages) + ">";
+         std::to_string(warps_m) + ", " + std::to_string(warps_n) + ", " + std::to_string(stages) + ", " +
+         std::to_string(min_ctas_per_sm) + ">";
 }
 
 std::string KernelSpec::source() const {
@@ -104,6 +121,10 @@ std::string spec_error(const KernelSpec& s) {
     return "block_n must divide the split granularity " + std::to_string(builtin_block_n(s.head_dim));
   if (s.block_n % (16 * s.warps_n) != 0) return "block_n must be a multiple of 16 * warps_n";
   if (s.stages < 2 || s.stages > 8) return "stages must be 2..8";
+  if (s.min_ctas_per_sm < 1 || s.min_ctas_per_sm > 8) return "min_ctas_per_sm must be 1..8";
+  if (s.min_ctas_per_sm * (s.smem_bytes() + 1024) > 228 * 1024)
+    return std::to_string(s.min_ctas_per_sm) + " CTAs of " + std::to_string(s.smem_bytes()) +
+           " bytes of shared memory do not fit one SM's 228 KiB";
   const int chunks = s.head_dim / 8;
   if (s.threads() % chunks != 0 || s.block_n % (s.threads() / chunks) != 0)
     return "threads must load whole K/V rows";
@@ -143,7 +164,11 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // only while it buys parallelism, i.e. while the 16-row items fit one wave.
   const int block_m = rows > 16 && items16 > sms ? 64 : 16;
   const std::int64_t items = block_m == 16 ? items16 : groups * ((rows + 63) / 64);
-  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack, block_m, items <= sms);
+  // Between two and three CTAs per SM, the dense variant runs the grid as one wave.
+  // (Contiguous KV only: the paged loop's page ids spill at 168 registers.)
+  const bool dense = block_m == 16 && shape.head_dim == 128 && shape.page_size == 0 && items > 2 * sms &&
+                     items <= 3 * sms;
+  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack, block_m, items <= sms, dense);
 }
 
 KernelSpec combine_spec_for(const Shape& shape) {
@@ -163,6 +188,8 @@ std::vector<KernelSpec> all_kernel_specs() {
           out.push_back(decode_spec(d, dt, paged, false, 16, latency));
           out.push_back(decode_spec(d, dt, paged, true, 16, latency));
         }
+        if (d == 128 && !paged)
+          for (bool pack : {false, true}) out.push_back(decode_spec(d, dt, paged, pack, 16, false, true));
         out.push_back(decode_spec(d, dt, paged, true, 64, false));
       }
       out.push_back(combine_spec(d, dt));

@@ -23,7 +23,7 @@ KernelResources kernel_resources(const Shape& shape, const Decision& decision, c
   if (decode.smem_bytes() > sm_limits(hw.cc).max_smem_bytes_per_cta) return builtin_kernel_resources();
   KernelResources r;
   r.threads_per_cta = decode.threads();
-  r.registers_per_thread = 255;  // __launch_bounds__(threads, 1) lets ptxas use up to 255
+  r.registers_per_thread = decode.max_registers();  // what __launch_bounds__ lets ptxas use
   r.stages = decode.stages;
   r.block_m = decode.block_m;
   r.smem_bytes_per_cta = decode.smem_bytes();

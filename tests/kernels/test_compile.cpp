@@ -67,7 +67,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(expressions.insert(s.kernel_expression()).second) << s.kernel_expression();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  EXPECT_EQ(all_kernel_specs().size(), 50u);
+  EXPECT_EQ(all_kernel_specs().size(), 54u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
 }
@@ -114,6 +114,31 @@ TEST(KernelSpecs, SpecForPicksTheRowTile) {
         }
   s.dtype = Dtype::fp8;
   EXPECT_THROW(spec_for(s, true), InputError);
+}
+
+TEST(KernelSpecs, SpecForADecisionRunsTwoToThreeCtasPerSmAsOneWave) {
+  Shape s;  // cliff-8k: Hq=64, Hkv=8 packed (8 rows), 8K keys
+  s.seqlen_k = 8192;
+  s.h_q = 64;
+  s.h_kv = 8;
+  auto at = [&](int batch, int splits, int sm_margin = 0) {
+    s.batch = batch;
+    return spec_for(s, Decision{splits, true, sm_margin}, 132);
+  };
+  EXPECT_EQ(at(33, 1).min_ctas_per_sm, 1);  // 264 items: two per SM
+  const KernelSpec dense = at(34, 1);       // 272 items: one wave of three per SM
+  EXPECT_EQ(dense.min_ctas_per_sm, 3);
+  EXPECT_EQ(dense.stages, 2);
+  EXPECT_LE(dense.max_registers(), 168);
+  EXPECT_LE(3 * (dense.smem_bytes() + 1024), 228 * 1024);
+  EXPECT_EQ(at(49, 1).min_ctas_per_sm, 3);  // 392 <= 396
+  EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);  // 400: more than one wave either way
+  EXPECT_EQ(at(17, 2).min_ctas_per_sm, 3);  // 272 items again, through the splits
+  EXPECT_EQ(at(33, 1, 4).min_ctas_per_sm, 3);  // 264 items on 128 SMs
+  const auto all = all_kernel_specs();
+  EXPECT_NE(std::find(all.begin(), all.end(), dense), all.end());
+  s.page_size = 16;  // paged KV keeps the two-CTA variant
+  EXPECT_EQ(at(34, 1).min_ctas_per_sm, 1);
 }
 
 TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
@@ -194,7 +219,7 @@ TEST(KernelCompile, EveryVariantCompilesForSm90aWithinItsResources) {
     ASSERT_EQ(k.lowered_names.size(), 1u) << s.name();
     EXPECT_EQ(k.lowered_names[0], k.resources.kernel) << s.name() << ": no ptxas report for the kernel";
     EXPECT_GT(k.resources.registers, 0) << s.name();
-    EXPECT_LE(k.resources.registers, max_registers(s.threads())) << s.name();
+    EXPECT_LE(k.resources.registers, std::min(max_registers(s.threads()), s.max_registers())) << s.name();
     EXPECT_EQ(k.resources.spill_store_bytes, 0) << s.name() << " spills\n" << k.log;
     EXPECT_EQ(k.resources.spill_load_bytes, 0) << s.name() << " spills\n" << k.log;
     EXPECT_LE(s.smem_bytes() + k.resources.static_smem_bytes, 227 * 1024) << s.name();

@@ -69,7 +69,10 @@ TEST(Sweep, BatchCurveFindsTheWaveCliff) {
   StoredEvaluator stored(db, sim, TimingOptions{});
   auto one_split = make_policy("fixed:1");
   std::vector<Shape> shapes;
-  for (int b = 40; b >= 1; --b) shapes.push_back(shape(b, 8192, 64, 8));  // any order
+  for (int b = 40; b >= 1; --b) {  // any order
+    shapes.push_back(shape(b, 8192, 64, 8));
+    shapes.back().page_size = 256;  // paged KV: no three-CTA variant to absorb the cliff
+  }
   const BatchCurve c = sweep_batch(stored, *one_split, shapes);
   ASSERT_EQ(c.points.size(), 40u);
   EXPECT_EQ(c.points.front().shape.batch, 1);
@@ -80,4 +83,10 @@ TEST(Sweep, BatchCurveFindsTheWaveCliff) {
   EXPECT_EQ(c.points[c.worst].shape.batch, 34);
   EXPECT_GT(*c.points[c.worst].excess, 0.05);
   EXPECT_DOUBLE_EQ(*c.points[5].step, c.points[5].measurement->median_us / c.points[4].measurement->median_us);
+
+  // Contiguous KV runs 265..396 CTAs three to an SM, one wave: no step past 1% up to B=40.
+  for (auto& s : shapes) s.page_size = 0;
+  const BatchCurve dense = sweep_batch(stored, *one_split, shapes);
+  ASSERT_GE(dense.worst, 0);
+  EXPECT_LT(*dense.points[dense.worst].excess, 0.01) << describe(dense.points[dense.worst].shape);
 }

@@ -62,6 +62,16 @@ std::vector<SweepCase> sweep_cases() {
   add("lq", S().lq(16).lk(7), dec(1));  // more new tokens than keys: early rows see nothing
   add("lq", S().lq(16).lk(7), dec(4));
   add("lq", S().lq(4).lk(200).noncausal(), dec(2));
+  // Two to three CTAs per SM: the dense variant (272 packed items, or 264 on 128 SMs).
+  add("dense", S().b(34).heads(64, 8).lk(1000), dec(1));
+  add("dense", S().b(17).heads(64, 8).lk(1000), dec(2));
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 34; ++i) lens.push_back(1 + (i * 977) % 4099);
+    add("dense", S().fp16().b(34).heads(64, 8).lk(4099), dec(1), lens);
+  }
+  add("dense", S().b(34).heads(8, 8).lk(97), dec(1));
+  add("dense", S().b(33).heads(64, 8).lk(1000), dec(1, std::nullopt, 4));
   for (int d : {64, 128, 256})
     for (int page : {0, 16})
       for (int sp : {1, 4}) add("fp16", S().fp16().d(d).lk(1000).page(page), dec(sp));
@@ -87,6 +97,20 @@ TEST_P(GpuSweep, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, GpuSweep, ::testing::ValuesIn(sweep_cases()),
                          [](const ::testing::TestParamInfo<SweepCase>& i) { return i.param.name; });
+
+// The dense cases above run the three-CTA variant, three to an SM.
+TEST(GpuRunner, TwoToThreeCtasPerSmRunAsOneWave) {
+  EVO_REQUIRE_GPU();
+  const Shape shape = S().b(34).heads(64, 8).lk(1000);
+  const int sms = gpu()->device().num_sms;
+  if (spec_for(shape, dec(1), sms).min_ctas_per_sm != 3) GTEST_SKIP() << "272 items are not 2..3 per SM on " << sms << " SMs";
+  const Measurement m = gpu()->measure(MeasureCase{shape, {}}, dec(1), check_only());
+  ASSERT_TRUE(m.ok) << m.error;
+  const auto& g = m.plan.at("gpu");
+  EXPECT_NE(g.at("decode_kernel").get<std::string>().find("_o3"), std::string::npos) << g.dump();
+  EXPECT_EQ(g.at("decode_ctas_per_sm").get<int>(), 3) << g.dump();  // what the GPU grants
+  EXPECT_EQ(g.at("decode_grid").get<int>(), 272) << g.dump();
+}
 
 TEST(GpuRunner, RejectsWhatItCannotRunAsRows) {
   EVO_REQUIRE_GPU();

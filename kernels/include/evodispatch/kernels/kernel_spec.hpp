@@ -26,6 +26,7 @@ struct KernelSpec {
   int warps_m = 1;         // warps along the query rows (16 rows each)
   int warps_n = 4;         // warps along the keys of a tile (each its own online softmax)
   int stages = 3;          // K/V tiles in flight (cp.async pipeline depth)
+  int min_ctas_per_sm = 1; // __launch_bounds__ minimum: registers are capped so this many fit an SM
 
   int warps() const;
   int threads() const;
@@ -34,6 +35,8 @@ struct KernelSpec {
   // Query rows one CTA holds: block_m for decode; rows merged per combine CTA (a grid
   // loop may give a CTA several such groups).
   int rows_per_cta() const;
+  // The registers per thread ptxas may use: 255, or less where min_ctas_per_sm asks.
+  int max_registers() const;
 
   // e.g. "decode_d128_bf16_contig_pack_m16n128_w1x4_s3", "combine_d128_bf16".
   std::string name() const;
