@@ -5,6 +5,7 @@
 // is a stored row, so a killed final phase resumes where it stopped.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <evodispatch/results/results.hpp>
@@ -30,6 +31,8 @@ struct Finalist {
   nlohmann::json confirmed_worst_shape;
   int compared = 0;
   int changed = 0;  // workload shapes where it decides differently from the baseline
+  std::vector<int> under_floor;  // shapes its confirmation measured under the floor
+  std::optional<std::int64_t> refuted_by;  // skipped: a confirmed finalist failed its decision
 };
 
 nlohmann::json split_figures(double geomean, double worst, const nlohmann::json& worst_shape,
@@ -206,10 +209,28 @@ nlohmann::json SearchEngine::Impl::finish() {
   // every shape where they decide differently (elsewhere they run the same kernel),
   // through Evaluator::compare (interleaved replays on a GPU; on the simulator, whose
   // rows are exact, the ratio of two measurements).
+  // A (shape, decision) that a confirmation measured under the floor refutes every later
+  // finalist making that decision there: it is skipped, and the next one confirmed (the
+  // top finalists are often one lineage sharing one weak decision).
+  std::map<std::pair<int, std::uint64_t>, std::int64_t> refuted_by;
+  auto refuter = [&](const Finalist& f) -> std::optional<std::int64_t> {
+    const auto& decisions = decisions_of.at(f.id);
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+      if (decisions[s] == baseline_decisions[s]) continue;
+      auto it = refuted_by.find({static_cast<int>(s), decision_code(decisions[s])});
+      if (it != refuted_by.end()) return it->second;
+    }
+    return std::nullopt;
+  };
+  auto refute = [&](const Finalist& f) {
+    for (int s : f.under_floor)
+      refuted_by.emplace(std::pair{s, decision_code(decisions_of.at(f.id)[static_cast<std::size_t>(s)])}, f.id);
+  };
   int confirmed_count = 0;
   for (std::size_t rank = 0; rank < order.size() && confirmed_count < config.final.confirm_top; ++rank) {
     Finalist& f = fins[order[rank]];
     if (!(f.ok && f.feasible)) break;
+    if ((f.refuted_by = refuter(f))) continue;
     ++confirmed_count;
     if (stop_requested()) interrupt();
     report("confirmation", "", static_cast<std::size_t>(confirmed_count - 1),
@@ -220,6 +241,8 @@ nlohmann::json SearchEngine::Impl::finish() {
       f.confirmed_worst = e->worst_speedup.value_or(0);
       f.confirmed_worst_shape = e->details.value("worst_shape", nlohmann::json(nullptr));
       f.compared = e->details.value("compared", 0);
+      f.under_floor = e->details.value("under_floor", std::vector<int>{});
+      refute(f);
       continue;
     }
     const auto& decisions = decisions_of.at(f.id);
@@ -276,6 +299,9 @@ nlohmann::json SearchEngine::Impl::finish() {
         worst_at = s;
       }
     }
+    f.under_floor.clear();
+    for (std::size_t s = 0; s < shapes.size(); ++s)
+      if (speedup[s] > 0 && speedup[s] < config.fitness.floor) f.under_floor.push_back(static_cast<int>(s));
     for (std::size_t s = 0; s < shapes.size(); ++s)
       if (speedup[s] < config.fitness.floor) ++below;
     f.confirmed_geomean = std::exp(log_sum / static_cast<double>(split.validation.size()));
@@ -293,7 +319,8 @@ nlohmann::json SearchEngine::Impl::finish() {
     e.fitness = f.confirmed_geomean;
     e.worst_speedup = f.confirmed_worst;
     e.details = {{"compared", f.compared}, {"worst_shape", f.confirmed_worst_shape}, {"below_floor", below},
-                 {"pairs", config.final.confirm_pairs}};
+                 {"under_floor", f.under_floor}, {"pairs", config.final.confirm_pairs}};
+    refute(f);
     db->in_transaction([&] {
       results::Comparisons comparisons(*db);
       for (const auto& row : rows) comparisons.insert(row);
@@ -332,7 +359,12 @@ nlohmann::json SearchEngine::Impl::finish() {
       j["confirmed"] = *f.confirmed;
       j["confirmed_geomean"] = f.confirmed_geomean;
       j["confirmed_worst"] = f.confirmed_worst;
+      if (!f.under_floor.empty()) {
+        j["under_floor"] = nlohmann::json::array();
+        for (int s : f.under_floor) j["under_floor"].push_back(to_json(shapes[static_cast<std::size_t>(s)]));
+      }
     }
+    if (f.refuted_by) j["refuted_by"] = *f.refuted_by;
     fin_json.push_back(j);
   }
 

@@ -209,3 +209,84 @@ TEST(Quickstart, FindsAWinnerThatBeatsFa3OnValidation) {
   std::cout << "quickstart: " << seconds << " s, validation geomean " << v["geomean"] << ", oracle fraction "
             << v["oracle_fraction"] << ", " << s["evaluations"] << " programs\n";
 }
+
+namespace {
+// The simulator, except that interleaved comparisons find one shape 3% slower than the
+// baseline under any other decision, whatever the stored measurements said: a GPU whose
+// cached rows were lucky there.
+class PessimisticOn : public Evaluator {
+ public:
+  PessimisticOn(Evaluator& inner, Shape target) : inner_(inner), target_(target) {}
+  const std::string& spec() const override { return inner_.spec(); }
+  const DeviceInfo& device() const override { return inner_.device(); }
+  const std::string& fingerprint() const override { return inner_.fingerprint(); }
+  const std::string& kernel_build() const override { return inner_.kernel_build(); }
+  Measurement measure(const Shape& s, const Decision& d, const TimingOptions& t) override {
+    return inner_.measure(s, d, t);
+  }
+  Comparison compare(const Shape& s, const Decision& a, const Decision& b, const TimingOptions& t, int pairs) override {
+    Comparison c = inner_.compare(s, a, b, t, pairs);
+    if (s == target_ && resolve(a, s) != resolve(b, s)) c.ratio = 0.97, c.ratio_lo = 0.96, c.ratio_hi = 0.98;
+    return c;
+  }
+
+ private:
+  Evaluator& inner_;
+  Shape target_;
+};
+}  // namespace
+
+// A shape-decision that a confirmation measures under the floor disqualifies every later
+// finalist making the same decision there: it is skipped instead of confirmed again.
+TEST_F(EngineTest, AConfirmationUnderTheFloorRefutesTheFinalistsSharingTheDecision) {
+  std::int64_t winner_id = 0;
+  Shape target;
+  Decision refuted;
+  {
+    auto db = results::Database::open(dir.file("plain.db"));
+    Sims sims(1);
+    auto engine = SearchEngine::start(db, mini_config(workload), sims.options(), 3);
+    const auto summary = engine->run();
+    ASSERT_FALSE(summary["winner"].is_null());
+    winner_id = summary["winner"]["program_id"].get<std::int64_t>();
+    // The winner's change that the most confirmed finalists share.
+    const auto rows = results::Comparisons(db).list_by_run(engine->run_id());
+    int best = 0;
+    for (const auto& c : rows) {
+      if (c.program_id != winner_id) continue;
+      int sharing = 0;
+      for (const auto& o : rows) sharing += o.shape == c.shape && o.candidate == c.candidate;
+      if (sharing > best) best = sharing, target = c.shape, refuted = c.candidate;
+    }
+    ASSERT_GE(best, 2) << "no change of the winner is shared by another confirmed finalist";
+  }
+  auto db = results::Database::open(dir.file("pessimistic.db"));
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  PessimisticOn pessimistic(sim, target);
+  EngineOptions o;
+  o.evaluators = {&pessimistic};
+  o.device_spec = "sim:h100-sxm";
+  auto engine = SearchEngine::start(db, mini_config(workload), o, 3);
+  const auto summary = engine->run();
+  // The same run up to the confirmation: the plain winner is confirmed first, and fails.
+  bool winner_failed = false;
+  int refuted_finalists = 0;
+  for (const auto& f : summary["finalists"]) {
+    if (f["program_id"].get<std::int64_t>() == winner_id) {
+      ASSERT_TRUE(f.contains("confirmed")) << f.dump();
+      EXPECT_FALSE(f["confirmed"].get<bool>());
+      ASSERT_TRUE(f.contains("under_floor")) << f.dump();
+      EXPECT_EQ(shape_from_json(f["under_floor"][0]), target);
+      winner_failed = true;
+    }
+    if (f.contains("refuted_by")) ++refuted_finalists;
+  }
+  EXPECT_TRUE(winner_failed) << summary.dump(2);
+  // Nobody else was confirmed with the refuted decision on the target shape.
+  int with_refuted = 0;
+  for (const auto& c : results::Comparisons(db).list_by_run(engine->run_id()))
+    if (c.shape == target && c.candidate == refuted) ++with_refuted;
+  EXPECT_EQ(with_refuted, 1);
+  EXPECT_GE(refuted_finalists, 1);
+  if (!summary["winner"].is_null()) EXPECT_NE(summary["winner"]["program_id"].get<std::int64_t>(), winner_id);
+}
