@@ -76,7 +76,16 @@ Source from_database(const DistillOptions& o) {
     mf.device = run->device;
     mf.limit = 1;
     const auto rows = results::Measurements(db).list(mf);
-    if (!rows.empty()) src.provenance["kernel_build"] = rows.front().measurement.key.kernel_build;
+    if (!rows.empty()) {
+      src.provenance["kernel_build"] = rows.front().measurement.key.kernel_build;
+    } else {
+      // A run that found every measurement stored still re-measured its confirmations.
+      for (const auto& c : results::Comparisons(db).list_by_run(o.run))
+        if (c.device == run->device) {
+          src.provenance["kernel_build"] = c.kernel_build;
+          break;
+        }
+    }
     for (const char* k : {"workload", "baseline", "device"})
       if (run->summary.contains(k)) src.provenance[std::string("run_") + k] = run->summary[k];
     if (w.contains("train")) src.provenance["training"] = w["train"];

@@ -154,6 +154,24 @@ TEST(DistillCli, ProvenanceNamesTheRunsGpuKernelBuildAndDriver) {
     measured.key.kernel_build = "0123456789abcdef@sm_90a";
     results::Measurements(db).put(measured, false, run_id);
     results::Runs(db).finish(run_id, results::RunStatus::finished, {{"winner", {{"program_id", program_id}}}});
+
+    // A second run that found every measurement stored: only its confirmations ran.
+    const std::int64_t again = results::Runs(db).create(run);
+    prog.run_id = again;
+    const std::int64_t again_program = results::Programs(db).insert(prog).id;
+    results::ComparisonRecord c;
+    c.run_id = again;
+    c.program_id = again_program;
+    c.shape = s;
+    c.device = gpu;
+    c.kernel_build = "fedcba9876543210@sm_90a";
+    c.candidate = c.baseline = estimate.key.decision;
+    c.ok = true;
+    c.candidate_us = c.baseline_us = 5;
+    c.speedup = c.speedup_lo = c.speedup_hi = 1;
+    c.pairs = 30;
+    results::Comparisons(db).insert(c);
+    results::Runs(db).finish(again, results::RunStatus::finished, {{"winner", {{"program_id", again_program}}}});
   }
   Result d = run("distill --db " + db_path.string() + " --run 1 --grid small --random 1000 --out " + dir.string());
   ASSERT_EQ(d.code, 0) << d.out << d.err;
@@ -161,4 +179,10 @@ TEST(DistillCli, ProvenanceNamesTheRunsGpuKernelBuildAndDriver) {
   EXPECT_EQ(prov["kernel_build"], "0123456789abcdef@sm_90a");
   EXPECT_EQ(prov["driver"], "13.0");
   EXPECT_EQ(prov["device_fingerprint"], gpu);
+
+  const fs::path dir2 = temp_path("gpu-run-2");
+  Result d2 = run("distill --db " + db_path.string() + " --run 2 --grid small --random 1000 --out " + dir2.string());
+  ASSERT_EQ(d2.code, 0) << d2.out << d2.err;
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir2 / "heuristic.json"))["provenance"]["kernel_build"],
+            "fedcba9876543210@sm_90a");
 }
