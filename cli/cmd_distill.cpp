@@ -99,12 +99,12 @@ Source from_database(const DistillOptions& o) {
   const auto rec = results::Programs(db).get(program_id);
   if (!rec) throw InputError("no program " + std::to_string(program_id) + " in " + o.db);
   src.name = "program " + std::to_string(rec->id);
-  src.lua = rec->source;
+  src.lua = search::stored_source(rec->source, rec->base);
   src.provenance["program"] = rec->id;
   src.provenance["program_hash"] = rec->hash;
   if (!src.provenance.contains("run")) src.provenance["run"] = rec->run_id;
   if (!rec->rules.is_null()) {
-    auto base = search::extract_base_source(rec->source);
+    auto base = rec->base ? rec->base : search::extract_base_source(rec->source);
     if (!base) throw InputError("program " + std::to_string(rec->id) + ": rules stored but no base in its source");
     src.program = search::program_from_json(rec->rules, *base, "programs[" + std::to_string(rec->id) + "].rules");
   }

@@ -7,7 +7,8 @@ namespace evodispatch::results {
 
 namespace {
 constexpr const char* kProgramSelect =
-    "SELECT id, run_id, hash, source, rules_json, parents_json, origin, island, generation, created_at FROM programs";
+    "SELECT p.id, p.run_id, p.hash, p.source, p.rules_json, p.parents_json, p.origin, p.island, p.generation, "
+    "p.created_at, b.text FROM programs p LEFT JOIN program_bases b ON b.id = p.base_id";
 
 ProgramRecord read_program(const sql::Statement& st) {
   ProgramRecord p;
@@ -26,6 +27,7 @@ ProgramRecord read_program(const sql::Statement& st) {
   p.island = st.column_int(7);
   p.generation = st.column_int(8);
   p.created_at = st.column_text(9);
+  p.base = st.column_optional_text(10);
   return p;
 }
 
@@ -38,9 +40,20 @@ std::optional<ProgramRecord> first(sql::Statement& st) {
 InsertResult Programs::insert(const ProgramRecord& p) {
   if (p.hash.empty()) throw std::invalid_argument("Programs::insert: empty hash");
   auto& c = detail::connection(*db_);
+  std::optional<std::int64_t> base_id;
+  if (p.base) {
+    sql::Statement add(c, "INSERT INTO program_bases (text) VALUES (?1) ON CONFLICT (text) DO NOTHING");
+    add.bind(1, *p.base);
+    add.run();
+    sql::Statement find(c, "SELECT id FROM program_bases WHERE text = ?1");
+    find.bind(1, *p.base);
+    if (!find.step()) throw DbError("program " + p.hash + ": its base vanished while inserting it", find.sql());
+    base_id = find.column_int64(0);
+  }
   sql::Statement ins(c,
-                     "INSERT INTO programs (run_id, hash, source, rules_json, parents_json, origin, island, generation) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (run_id, hash) DO NOTHING RETURNING id");
+                     "INSERT INTO programs (run_id, hash, source, rules_json, parents_json, origin, island, generation, "
+                     "base_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (run_id, hash) DO NOTHING "
+                     "RETURNING id");
   ins.bind(1, p.run_id)
       .bind(2, p.hash)
       .bind(3, p.source)
@@ -48,26 +61,27 @@ InsertResult Programs::insert(const ProgramRecord& p) {
       .bind(5, detail::json_text(nlohmann::json(p.parents)))
       .bind(6, p.origin)
       .bind(7, p.island)
-      .bind(8, p.generation);
+      .bind(8, p.generation)
+      .bind(9, base_id);
   if (auto id = detail::insert_returning_id(ins)) return {*id, true};
   if (auto existing = find_by_hash(p.run_id, p.hash)) return {existing->id, false};
   throw DbError("program " + p.hash + " of run " + std::to_string(p.run_id) + " vanished while inserting it");
 }
 
 std::optional<ProgramRecord> Programs::get(std::int64_t id) const {
-  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE id = ?1");
+  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE p.id = ?1");
   st.bind(1, id);
   return first(st);
 }
 
 std::optional<ProgramRecord> Programs::find_by_hash(std::int64_t run_id, const std::string& hash) const {
-  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE run_id = ?1 AND hash = ?2");
+  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE p.run_id = ?1 AND p.hash = ?2");
   st.bind(1, run_id).bind(2, hash);
   return first(st);
 }
 
 std::vector<ProgramRecord> Programs::list_by_run(std::int64_t run_id) const {
-  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE run_id = ?1 ORDER BY id");
+  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE p.run_id = ?1 ORDER BY p.id");
   st.bind(1, run_id);
   std::vector<ProgramRecord> out;
   while (st.step()) out.push_back(read_program(st));

@@ -347,7 +347,7 @@ void SearchEngine::Impl::load_records() {
     r.island = p.island;
     r.generation = p.generation;
     if (!p.rules.is_null()) {
-      const auto base = extract_base_source(p.source);
+      const auto base = p.base ? p.base : extract_base_source(p.source);  // v1 stored the base inline
       if (!base) throw InputError("program " + std::to_string(p.id) + ": its source has no embedded base policy");
       const Program prog = program_from_json(p.rules, *base, "program " + std::to_string(p.id) + " rules");
       r.has_program = true;

@@ -475,7 +475,9 @@ std::int64_t SearchEngine::Impl::store_repaired(const Program& p, std::int64_t p
     pr.origin = rec.origin;
     pr.island = rec.island;
     pr.generation = rec.generation;
-    pr.source = render_lua(p);
+    auto [source, base] = split_source(p);
+    pr.source = std::move(source);
+    pr.base = std::move(base);
     pr.rules = to_json(p);
     rec.id = results::Programs(*db).insert(pr).id;
     results::EvaluationRecord e;

@@ -326,7 +326,9 @@ void SearchEngine::Impl::evaluate_and_commit(std::vector<Candidate> cands, bool 
       pr.island = c.island;
       pr.generation = c.generation;
       if (c.failure.empty()) {
-        pr.source = render_lua(c.program);
+        auto [source, base] = split_source(c.program);  // the base is stored once per run
+        pr.source = std::move(source);
+        pr.base = std::move(base);
         pr.rules = to_json(c.program);
       } else {
         pr.source = c.failed_source;

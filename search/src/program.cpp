@@ -250,6 +250,22 @@ std::optional<std::string> extract_base_source(std::string_view rendered) {
   return std::string(rendered.substr(open + kBaseOpen.size(), close - open - kBaseOpen.size()));
 }
 
+SplitSource split_source(const Program& p) {
+  Program skeleton = p;
+  skeleton.base_source.clear();
+  return {render_lua(skeleton), p.base_source};
+}
+
+std::string stored_source(std::string_view source, const std::optional<std::string>& base) {
+  const std::size_t open = source.find(kBaseOpen);
+  if (!base || open == std::string_view::npos) return std::string(source);
+  std::string out(source.substr(0, open + kBaseOpen.size()));
+  out += *base;
+  if (!base->empty() && base->back() != '\n') out += '\n';  // as render_lua closes the block
+  out += source.substr(open + kBaseOpen.size());
+  return out;
+}
+
 std::string program_hash(const Program& p) { return program_hash(p, content_hash(p.base_source)); }
 
 std::string canonical_rules_text(const Program& p) {

@@ -24,6 +24,34 @@ TEST(Database, FileDatabaseUsesWal) {
   EXPECT_EQ(db.path(), dir.file("evodispatch.db"));
 }
 
+// A version 1 database (programs stored whole) opens at the latest version with its
+// programs unchanged, and new programs share their base.
+TEST(Database, MigratesVersionOneProgramsAsTheyWere) {
+  TempDir dir;
+  const std::string path = dir.file("v1.db");
+  std::int64_t run = 0;
+  {
+    Database db = Database::open(path, test::at_version(1));
+    ASSERT_EQ(db.schema_version(), 1);
+    run = Runs(db).create(test::run("search"));
+    db.execute("INSERT INTO programs (run_id, hash, source) VALUES (" + std::to_string(run) +
+               ", 'old', 'function dispatch(s, hw) return { num_splits = 2 } end')");
+  }
+  Database db = Database::open(path);
+  EXPECT_EQ(db.schema_version(), Database::latest_schema_version());
+  const auto old = Programs(db).find_by_hash(run, "old");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->source, "function dispatch(s, hw) return { num_splits = 2 } end");
+  EXPECT_FALSE(old->base.has_value());
+  ProgramRecord p;
+  p.run_id = run;
+  p.hash = "new";
+  p.source = "-- rules";
+  p.base = "function dispatch(s, hw) return { num_splits = 1 } end";
+  Programs(db).insert(p);
+  EXPECT_EQ(Programs(db).find_by_hash(run, "new")->base, p.base);
+}
+
 TEST(Database, MigratesFromVersionZero) {
   TempDir dir;
   const std::string path = dir.file("old.db");

@@ -84,6 +84,42 @@ ProgramRecord program(std::int64_t run, const std::string& hash) {
   return p;
 }
 
+TEST(Programs, ABaseSharedByManyProgramsIsStoredOnce) {
+  test::TempDir dir;
+  const std::string base(7000, 'x');
+  auto file_bytes = [&](bool share) {
+    const std::string path = dir.file(share ? "shared.db" : "inline.db");
+    {
+      Database db = Database::open(path);
+      const std::int64_t run = Runs(db).create(test::run("search"));
+      Programs programs(db);
+      for (int i = 0; i < 50; ++i) {
+        ProgramRecord p = program(run, "h" + std::to_string(i));
+        if (share) p.base = base;
+        else p.source += base;
+        programs.insert(p);
+      }
+      if (share) {
+        ProgramRecord other = program(run, "other");
+        other.base = "another base";
+        programs.insert(other);
+        programs.insert(program(run, "whole"));
+        EXPECT_EQ(programs.find_by_hash(run, "h7")->base, base);
+        EXPECT_EQ(programs.find_by_hash(run, "other")->base, "another base");
+        EXPECT_FALSE(programs.find_by_hash(run, "whole")->base.has_value());
+        const auto all = programs.list_by_run(run);
+        EXPECT_EQ(all.size(), 52u);
+        EXPECT_EQ(all[49].base, base);
+        EXPECT_EQ(programs.get(all[10].id)->source, program(run, "x").source);
+      }
+    }
+    return std::filesystem::file_size(path);
+  };
+  const auto inline_bytes = file_bytes(false), shared_bytes = file_bytes(true);
+  EXPECT_GT(inline_bytes, 50u * 7000u);
+  EXPECT_LT(shared_bytes, inline_bytes / 4) << shared_bytes << " vs " << inline_bytes;
+}
+
 TEST(Programs, InsertDeduplicatesWithinARunOnly) {
   Database db = Database::open(":memory:");
   const std::int64_t run = Runs(db).create(test::run("search"));

@@ -7,6 +7,7 @@
 #include <evodispatch/evaluator/simulator.hpp>
 #include <evodispatch/results/results.hpp>
 #include <evodispatch/search/engine.hpp>
+#include <evodispatch/search/program.hpp>
 
 #include "search_fixtures.hpp"
 
@@ -98,7 +99,9 @@ TEST_F(EngineTest, FindsAWinnerAndStoresEverythingOnce) {
   EXPECT_EQ(train.size(), programs.size());
   // The winner's source, as stored, is the program the summary prints.
   const auto stored = results::Programs(db).get(w["program_id"].get<std::int64_t>());
-  EXPECT_EQ(stored->source, w["source"].get<std::string>());
+  EXPECT_EQ(stored_source(stored->source, stored->base), w["source"].get<std::string>());
+  ASSERT_TRUE(stored->base.has_value());  // kept apart, once for the run
+  EXPECT_EQ(stored->source.find(*stored->base), std::string::npos);
   EXPECT_EQ(stored->hash, w["hash"].get<std::string>());
   // Confirmations are comparisons rows of the run.
   EXPECT_GT(results::Comparisons(db).list_by_run(run, w["program_id"].get<std::int64_t>()).size(), 0u);

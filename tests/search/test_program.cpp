@@ -158,6 +158,20 @@ TEST(Program, BaseSourceComesBackOutOfTheRenderedProgram) {
   EXPECT_FALSE(extract_base_source("function dispatch(s, hw) return {num_splits = 1} end"));
 }
 
+TEST(Program, TheStoredSplitPutsTheRenderedProgramBackTogether) {
+  for (const std::string base : {std::string("function dispatch(s, hw)\n  return { num_splits = 1 }\nend\n"),
+                                 std::string("function dispatch(s, hw) return { num_splits = 2 } end")}) {
+    Program p = example();
+    p.base_source = base;
+    p = normalise(p);
+    const SplitSource split = split_source(p);
+    EXPECT_EQ(split.base, p.base_source);
+    EXPECT_EQ(split.source.find(split.base), std::string::npos);
+    EXPECT_EQ(stored_source(split.source, split.base), render_lua(p));
+    EXPECT_EQ(stored_source(render_lua(p), std::nullopt), render_lua(p));  // stored whole (schema v1)
+  }
+}
+
 TEST(Program, CanonicalTextOfABuiltInPolicyDecidesTheSame) {
   const DeviceInfo hw = h100();
   for (const auto& name : builtin_policy_names()) {

@@ -16,7 +16,10 @@ struct ProgramRecord {
   std::int64_t id = 0;                 // filled on insert / read
   std::int64_t run_id = 0;
   std::string hash;                    // of the normalized source: unique within a run
-  std::string source;                  // the Lua program
+  std::string source;                  // the Lua program, or the part of it that is not `base`
+  // A text many programs share (a search's base policy), stored once by content; the
+  // search puts it back into `source` (search::stored_source). Unset: `source` is whole.
+  std::optional<std::string> base;
   nlohmann::json rules;                // the rule list it was rendered from; null for a plain script
   std::vector<std::int64_t> parents;   // program ids, in operator order
   std::string origin;                  // "seed", "perturb", "crossover", "external", ...

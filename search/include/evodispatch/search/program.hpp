@@ -97,6 +97,16 @@ Decision fallthrough_decision(const DeviceInfo&);  // 256 splits, sm_margin num_
 // The base source embedded in a program rendered by render_lua, or nullopt.
 std::optional<std::string> extract_base_source(std::string_view rendered);
 
+// What the results store keeps of a rendered program: render_lua's text with an empty
+// base block, and the base apart (stored once however many programs embed it).
+// stored_source(split.source, split.base) == render_lua(p); stored_source(s, nullopt) == s.
+struct SplitSource {
+  std::string source;
+  std::string base;
+};
+SplitSource split_source(const Program&);
+std::string stored_source(std::string_view source, const std::optional<std::string>& base);
+
 // 32 hex digits over the normalised rules and the base source (not the base's label):
 // programs equal after normalisation have equal hashes. The second form takes the base
 // source's content_hash, which a caller holding many programs of one base computes once.
