@@ -300,10 +300,11 @@ nlohmann::json SearchEngine::Impl::finish() {
       }
     }
     f.under_floor.clear();
-    for (std::size_t s = 0; s < shapes.size(); ++s)
-      if (speedup[s] > 0 && speedup[s] < config.fitness.floor) f.under_floor.push_back(static_cast<int>(s));
-    for (std::size_t s = 0; s < shapes.size(); ++s)
-      if (speedup[s] < config.fitness.floor) ++below;
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+      if (speedup[s] >= config.fitness.floor) continue;
+      ++below;  // a failed re-measurement (0) counts, but refutes no decision
+      if (speedup[s] > 0) f.under_floor.push_back(static_cast<int>(s));
+    }
     f.confirmed_geomean = std::exp(log_sum / static_cast<double>(split.validation.size()));
     f.confirmed_worst_shape = worst_at >= 0 ? to_json(shapes[static_cast<std::size_t>(worst_at)]) : nlohmann::json(nullptr);
     f.compared = static_cast<int>(rows.size());
