@@ -16,20 +16,11 @@
 # Everything lands in $OUT/evodispatch.db too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
-build=${BUILD_DIR:-build-gpu}
-bin="$root/$build/evodispatch"
+source scripts/gpu-env.sh
+gpu_env bench
 out=${OUT:-$root/gpu-bench-out}
 mkdir -p "$out"
-[ -x "$bin" ] || { echo "gpu-bench: $bin is missing: run scripts/build-gpu.sh here first and carry $build" >&2; exit 1; }
-work_cache=$(mktemp -d /tmp/evo-cubin-XXXXXX)
-[ -d "$root/$build/cubin-cache" ] && cp -r "$root/$build/cubin-cache"/. "$work_cache"/
-export EVODISPATCH_CACHE_DIR="$work_cache"
-export EVODISPATCH_WORKER_BINARY="$bin"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # DB: an earlier run's database, to reuse its measurements (copied, never written in place).
-db=/tmp/evo-gpu-bench.db
-rm -f "$db" "$db-wal" "$db-shm"
 [ -n "${DB:-}" ] && cp "$DB" "$db"
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }

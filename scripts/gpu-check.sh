@@ -15,11 +15,10 @@
 # carried CTest files name this machine's paths. Exit status: 0 when every step passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
-build=${BUILD_DIR:-build-gpu}
+source scripts/gpu-env.sh
+gpu_paths
 cache="$root/$build/cubin-cache"
 tests="$root/$build/tests/test_evaluator_gpu"
-bin="$root/$build/evodispatch"
 
 if [ "${1:-}" = "--precompile" ]; then
   # Compiles every unit the runner may need into the cache that travels with the build.
@@ -31,19 +30,9 @@ if [ "${1:-}" = "--precompile" ]; then
   exit 0
 fi
 
+gpu_env check "$tests"
 out=${OUT:-$root/gpu-check-out}
 mkdir -p "$out"
-for f in "$bin" "$tests"; do
-  [ -x "$f" ] || { echo "gpu-check: $f is missing: run scripts/build-gpu.sh here first and carry $build" >&2; exit 1; }
-done
-# The carried cache may be read-only there; the runner writes lock files beside entries.
-work_cache=$(mktemp -d /tmp/evo-cubin-XXXXXX)
-[ -d "$cache" ] && cp -r "$cache"/. "$work_cache"/
-export EVODISPATCH_CACHE_DIR="$work_cache"
-export EVODISPATCH_WORKER_BINARY="$bin"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-db=/tmp/evo-gpu-check.db
-rm -f "$db" "$db-wal" "$db-shm"
 
 status=0
 step() { echo; echo "=== $*"; }

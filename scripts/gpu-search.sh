@@ -15,20 +15,11 @@
 # database, compressed so that it fits what a device call returns; .gz without xz).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
-build=${BUILD_DIR:-build-gpu}
-bin="$root/$build/evodispatch"
+source scripts/gpu-env.sh
+gpu_env search
 out=${OUT:-$root/gpu-search-out}
 mode=${1:-search}
 mkdir -p "$out"
-[ -x "$bin" ] || { echo "gpu-search: $bin is missing: run scripts/build-gpu.sh here first and carry $build" >&2; exit 1; }
-work_cache=$(mktemp -d /tmp/evo-cubin-XXXXXX)
-[ -d "$root/$build/cubin-cache" ] && cp -r "$root/$build/cubin-cache"/. "$work_cache"/
-export EVODISPATCH_CACHE_DIR="$work_cache"
-export EVODISPATCH_WORKER_BINARY="$bin"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-db=/tmp/evo-gpu-search.db
-rm -f "$db" "$db-wal" "$db-shm"
 [ -n "${DB:-}" ] && cp "$DB" "$db"
 
 case "$mode" in
