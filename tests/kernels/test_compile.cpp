@@ -70,6 +70,8 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   EXPECT_EQ(all_kernel_specs().size(), 54u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
+  // The combine kernel holds every split's LSE of its rows in shared memory.
+  EXPECT_EQ(kMaxSplitsPerCall, kMaxSplits);
 }
 
 TEST(KernelSpecs, SpecForPicksTheRowTile) {

@@ -17,6 +17,8 @@ enum DecodeDtype : int { kDtypeBf16 = 0, kDtypeFp16 = 1 };
 
 // Threads of one combine CTA (DecodeParams is shared by both kernels).
 constexpr int kCombineThreads = 128;
+// The most splits one call may have (the dispatch contract's kMaxSplits; a test checks).
+constexpr int kMaxSplitsPerCall = 256;
 
 // One decode-attention call. Strides are in elements; the innermost (head_dim) dimension
 // must be contiguous and every row 16-byte aligned (the kernels load 16 bytes at a time).
