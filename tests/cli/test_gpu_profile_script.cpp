@@ -1,0 +1,98 @@
+// scripts/gpu-profile.sh --summarize: the table it makes from Nsight Compute's CSV rows
+// (the profiling itself needs a GPU and ncu; reading the rows does not).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status = -1;
+  std::string out;
+};
+
+Result run(const std::string& cmd) {
+  Result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+// One ncu row of the decode kernel of B=9, 11 splits as Nsight Compute 2025 writes it.
+std::string row(const std::string& id, const std::string& kernel, const std::string& metric, const std::string& unit,
+                const std::string& value) {
+  return "\"" + id + "\",\"526\",\"evodispatch\",\"127.0.0.1\",\"void " + kernel +
+         "(DecodeParams)\",\"1\",\"13\",\"(128, 1, 1)\",\"(264, 1, 1)\",\"0\",\"9.0\",\"Command line profiler "
+         "metrics\",\"" + metric + "\",\"" + unit + "\",\"" + value + "\"\n";
+}
+
+class GpuProfileScript : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not installed";
+    dir_ = fs::temp_directory_path() / ("evo_gpu_profile_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  std::string summarize() {
+    const Result r = run("bash '" + std::string(EVO_SOURCE_DIR) + "/scripts/gpu-profile.sh' --summarize '" +
+                         dir_.string() + "'");
+    EXPECT_EQ(r.status, 0) << r.out;
+    return r.out;
+  }
+  fs::path dir_;
+};
+
+TEST_F(GpuProfileScript, SummarizesEachKernelOfACall) {
+  const std::string decode = "decode_kernel<128, 0, 0, 1, 16, 64, 1, 4, 3, 1>";
+  const std::string combine = "combine_kernel<128, 0>";
+  std::ofstream f(dir_ / "9x8192_h64-8_s11.csv");
+  // What ncu's CSV file holds: its notes and the profiled program's output around the rows.
+  f << "==PROF== Connected to process 526 (/x/evodispatch)\n"
+    << "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block "
+       "Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+    << row("0", decode, "dram__bytes_read.sum", "byte", "302,578,176")
+    << row("0", decode, "gpu__time_duration.sum", "ns", "109,952")
+    << "B=9 Lq=1 Lk=8192 Hq=64 Hkv=8 D=128 bf16          11p     180.74\n"
+    << row("0", decode, "launch__grid_size", "", "264")
+    << row("0", decode, "launch__registers_per_thread", "register/thread", "175")
+    << row("0", decode, "sm__cycles_active.min", "cycle", "144,184")
+    << row("0", decode, "sm__cycles_active.avg", "cycle", "182,065.36")
+    << row("0", decode, "sm__cycles_elapsed.max", "cycle", "199,705")
+    << row("1", combine, "dram__bytes_read.sum", "Mbyte", "3.29")
+    << row("1", combine, "gpu__time_duration.sum", "us", "10.37")
+    << "==PROF== Disconnected from process 526\n";
+  f.close();
+  const std::string out = summarize();
+  // Units converted (bytes, ns), thousands separators dropped, TB/s = MB / us, SM activity
+  // as a share of the elapsed cycles, the template arguments kept as the variant's name.
+  EXPECT_NE(out.find("| 9x8192_h64-8_s11 | decode_kernel<128,0,0,1,16,64,1,4,3,1> |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| 264 | 302.578 | 2.752 | 175 | 91.2 | 72.2 | 109.952 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| 9x8192_h64-8_s11 | combine_kernel<128,0> |  | 3.29 | 0.317 |"), std::string::npos) << out;
+}
+
+TEST_F(GpuProfileScript, RefusesAFolderThatIsNotThere) {
+  const Result r = run("bash '" + std::string(EVO_SOURCE_DIR) + "/scripts/gpu-profile.sh' --summarize '" +
+                       (dir_ / "missing").string() + "'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("--summarize needs a folder"), std::string::npos) << r.out;
+}
+
+}  // namespace
