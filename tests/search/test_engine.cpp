@@ -245,31 +245,33 @@ TEST_F(EngineTest, AConfirmationUnderTheFloorRefutesTheFinalistsSharingTheDecisi
   std::int64_t winner_id = 0;
   Shape target;
   Decision refuted;
-  {
-    auto db = results::Database::open(dir.file("plain.db"));
+  // A seed whose plain run confirms finalists sharing one of the winner's changes (which
+  // ones do depends on the simulator profile; the property below does not).
+  int seed = 0, best = 0;
+  for (int tried = 1; tried <= 8 && best < 2; ++tried) {
+    auto db = results::Database::open(dir.file("plain" + std::to_string(tried) + ".db"));
     Sims sims(1);
-    auto engine = SearchEngine::start(db, mini_config(workload), sims.options(), 3);
+    auto engine = SearchEngine::start(db, mini_config(workload), sims.options(), tried);
     const auto summary = engine->run();
     ASSERT_FALSE(summary["winner"].is_null());
     winner_id = summary["winner"]["program_id"].get<std::int64_t>();
     // The winner's change that the most confirmed finalists share.
     const auto rows = results::Comparisons(db).list_by_run(engine->run_id());
-    int best = 0;
     for (const auto& c : rows) {
       if (c.program_id != winner_id) continue;
       int sharing = 0;
       for (const auto& o : rows) sharing += o.shape == c.shape && o.candidate == c.candidate;
-      if (sharing > best) best = sharing, target = c.shape, refuted = c.candidate;
+      if (sharing > best) best = sharing, target = c.shape, refuted = c.candidate, seed = tried;
     }
-    ASSERT_GE(best, 2) << "no change of the winner is shared by another confirmed finalist";
   }
+  ASSERT_GE(best, 2) << "no seed of 1..8 confirms another finalist sharing a change of the winner";
   auto db = results::Database::open(dir.file("pessimistic.db"));
   SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
   PessimisticOn pessimistic(sim, target);
   EngineOptions o;
   o.evaluators = {&pessimistic};
   o.device_spec = "sim:h100-sxm";
-  auto engine = SearchEngine::start(db, mini_config(workload), o, 3);
+  auto engine = SearchEngine::start(db, mini_config(workload), o, seed);
   const auto summary = engine->run();
   // The same run up to the confirmation: the plain winner is confirmed first, and fails.
   bool winner_failed = false;
