@@ -33,18 +33,21 @@ for path in sorted(glob.glob(os.path.join(out, "*.csv"))):
     for r in csv.DictReader(io.StringIO("".join(lines))):
         k = kernels.setdefault(r["ID"], {"case": os.path.basename(path)[:-4],
                                          "kernel": r["Kernel Name"].removeprefix("void ").split("(")[0].replace(" ", "")})
-        v = float(r["Metric Value"].replace(",", ""))
-        k[renamed.get(r["Metric Name"], r["Metric Name"])] = round(v * scale.get(r["Metric Unit"], 1), 3)
+        name = renamed.get(r["Metric Name"], r["Metric Name"])
+        try:
+            k[name] = round(float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1), 3)
+        except ValueError:  # a metric ncu could not collect ("n/a"): shown as it came
+            k[name] = r["Metric Value"]
     for k in kernels.values():
-        if k.get("us"):
+        if isinstance(k.get("us"), float) and k["us"] > 0 and isinstance(k.get("read_MB", 0), float):
             k["read_TB/s"] = round(k.get("read_MB", 0) / k["us"], 3)  # MB per us
         for m in ("min", "avg", "max"):
             key = "sm__cycles_active." + m
-            if key in k and k.get("sm__cycles_elapsed.max"):
+            if isinstance(k.get(key), float) and isinstance(k.get("sm__cycles_elapsed.max"), float) and k["sm__cycles_elapsed.max"] > 0:
                 k["sm_active_" + m + "_%"] = round(100 * k.pop(key) / k["sm__cycles_elapsed.max"], 1)
         k.pop("sm__cycles_elapsed.max", None)
         for c in ("grid", "regs"):
-            if c in k:
+            if isinstance(k.get(c), float):
                 k[c] = int(k[c])
         rows.append(k)
 if write_json:
@@ -61,13 +64,17 @@ if [ "${1:-}" = "--summarize" ]; then
   summarize "$2"
   exit
 fi
+[ $# -gt 0 ] || { echo "usage: gpu-profile.sh B:LK:HQ:HKV:SPLITS[,SPLITS...] ... | --summarize DIR" >&2; exit 2; }
+for spec in "$@"; do
+  [[ $spec =~ ^[1-9][0-9]*:[1-9][0-9]*:[1-9][0-9]*:[1-9][0-9]*:[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+    { echo "gpu-profile: '$spec' is not B:LK:HQ:HKV:SPLITS[,SPLITS...] (positive integers)" >&2; exit 2; }
+done
 . scripts/gpu-env.sh
 gpu_env profile
 out=${OUT:-/tmp/evo-out}/profile
 mkdir -p "$out"
 ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
 [ -n "$ncu_bin" ] || { echo "gpu-profile: ncu (Nsight Compute) is not installed here" >&2; exit 1; }
-[ $# -gt 0 ] || { echo "usage: gpu-profile.sh B:LK:HQ:HKV:SPLITS[,SPLITS...] ..." >&2; exit 2; }
 
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread
 # How evenly the SMs are busy (min against max: a tail) and how busy DRAM is over the kernel.
@@ -75,7 +82,6 @@ metrics+=,sm__cycles_active.min,sm__cycles_active.avg,sm__cycles_active.max,sm__
 metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed${EXTRA_METRICS:+,$EXTRA_METRICS}
 for spec in "$@"; do
   IFS=: read -r b lk hq hkv splits <<<"$spec"
-  [ -n "${splits:-}" ] || { echo "gpu-profile: '$spec' is not B:LK:HQ:HKV:SPLITS" >&2; exit 2; }
   wl=$(mktemp /tmp/evo-profile-XXXXXX.json)
   cat >"$wl" <<EOF
 {"name": "profile", "shapes": [{"batch": $b, "seqlen_q": 1, "seqlen_k": $lk, "h_q": $hq, "h_kv": $hkv,

@@ -78,6 +78,7 @@ TEST_F(GpuProfileScript, SummarizesEachKernelOfACall) {
     << row("0", decode, "sm__cycles_elapsed.max", "cycle", "199,705")
     << row("1", combine, "dram__bytes_read.sum", "Mbyte", "3.29")
     << row("1", combine, "gpu__time_duration.sum", "us", "10.37")
+    << row("1", combine, "launch__registers_per_thread", "register/thread", "n/a")
     << "==PROF== Disconnected from process 526\n";
   f.close();
   const std::string out = summarize();
@@ -85,7 +86,16 @@ TEST_F(GpuProfileScript, SummarizesEachKernelOfACall) {
   // as a share of the elapsed cycles, the template arguments kept as the variant's name.
   EXPECT_NE(out.find("| 9x8192_h64-8_s11 | decode_kernel<128,0,0,1,16,64,1,4,3,1> |"), std::string::npos) << out;
   EXPECT_NE(out.find("| 264 | 302.578 | 2.752 | 175 | 91.2 | 72.2 | 109.952 |"), std::string::npos) << out;
-  EXPECT_NE(out.find("| 9x8192_h64-8_s11 | combine_kernel<128,0> |  | 3.29 | 0.317 |"), std::string::npos) << out;
+  // A metric ncu could not collect is shown as it came, and spoils nothing else.
+  EXPECT_NE(out.find("| 9x8192_h64-8_s11 | combine_kernel<128,0> |  | 3.29 | 0.317 | n/a |"), std::string::npos) << out;
+}
+
+TEST_F(GpuProfileScript, RefusesACaseThatIsNotFiveNumbersBeforeTouchingTheGpu) {
+  for (const std::string bad : {"9:8192:64:8", "9:8192:x:8:1", "9:8192:64:8:1,", "0:8192:64:8:1"}) {
+    const Result r = run("bash '" + std::string(EVO_SOURCE_DIR) + "/scripts/gpu-profile.sh' '" + bad + "'");
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("'" + bad + "' is not B:LK:HQ:HKV:SPLITS"), std::string::npos) << r.out;
+  }
 }
 
 TEST_F(GpuProfileScript, RefusesAFolderThatIsNotThere) {
