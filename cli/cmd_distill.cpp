@@ -104,7 +104,7 @@ Source from_database(const DistillOptions& o) {
   src.provenance["program_hash"] = rec->hash;
   if (!src.provenance.contains("run")) src.provenance["run"] = rec->run_id;
   if (!rec->rules.is_null()) {
-    auto base = rec->base ? rec->base : search::extract_base_source(rec->source);
+    auto base = search::stored_base(rec->source, rec->base);
     if (!base) throw InputError("program " + std::to_string(rec->id) + ": rules stored but no base in its source");
     src.program = search::program_from_json(rec->rules, *base, "programs[" + std::to_string(rec->id) + "].rules");
   }

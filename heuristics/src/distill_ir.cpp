@@ -206,10 +206,6 @@ DecisionFunction decision_function_from_json(const nlohmann::json& j, const std:
     const std::string sp = rp + ".num_splits";
     const auto& sj = member(rj, "num_splits", rp);
     allow_only(sj, sp, {"constant", "lo", "hi", "quotient", "ceil_div"});
-    const bool expression = (sj.contains("quotient") && !sj["quotient"].is_null()) ||
-                            (sj.contains("ceil_div") && !sj["ceil_div"].is_null());
-    // An expression's constant is unused: null (earlier files wrote 0), never read.
-    if (!expression) r.num_splits.constant = get_small(member(sj, "constant", sp), sp + ".constant", 1, kMaxSplits);
     r.num_splits.lo = sj.contains("lo") ? get_small(sj["lo"], sp + ".lo", 1, kMaxSplits) : 1;
     r.num_splits.hi = sj.contains("hi") ? get_small(sj["hi"], sp + ".hi", 1, kMaxSplits) : kMaxSplits;
     if (sj.contains("quotient") && !sj["quotient"].is_null()) {
@@ -229,6 +225,9 @@ DecisionFunction decision_function_from_json(const nlohmann::json& j, const std:
       cd.k = get_small(member(c, "k", sp + ".ceil_div"), sp + ".ceil_div.k", 1, 1 << 20);
       r.num_splits.ceil_div = cd;
     }
+    // An expression's constant is unused: null (earlier files wrote 0), never read.
+    if (r.num_splits.is_constant())
+      r.num_splits.constant = get_small(member(sj, "constant", sp), sp + ".constant", 1, kMaxSplits);
     if (rj.contains("pack_gqa") && !rj["pack_gqa"].is_null()) {
       if (!rj["pack_gqa"].is_boolean()) bad(rp + ".pack_gqa", "must be true, false or null");
       r.pack_gqa = rj["pack_gqa"].get<bool>();

@@ -127,6 +127,10 @@ std::int64_t ensure_kernel_build(sql::Connection& c, const std::string& hash) {
   return ensure_by_text(c, "kernel_builds", "hash", hash);
 }
 
+std::int64_t ensure_program_base(sql::Connection& c, const std::string& text) {
+  return ensure_by_text(c, "program_bases", "text", text);
+}
+
 std::optional<std::int64_t> find_shape(sql::Connection& c, const Shape& s) {
   sql::Statement st(c, "SELECT s.id FROM shapes s WHERE " + shape_match("s", 1));
   bind_shape(st, 1, s);

@@ -40,6 +40,7 @@ nlohmann::json read_json(const sql::Statement&, int col);
 // the caller's transaction); find_* only looks.
 std::int64_t ensure_device(sql::Connection&, const std::string& fingerprint);
 std::int64_t ensure_kernel_build(sql::Connection&, const std::string& hash);
+std::int64_t ensure_program_base(sql::Connection&, const std::string& text);
 std::int64_t ensure_shape(sql::Connection&, const Shape&);
 std::optional<std::int64_t> find_shape(sql::Connection&, const Shape&);
 

@@ -41,15 +41,7 @@ InsertResult Programs::insert(const ProgramRecord& p) {
   if (p.hash.empty()) throw std::invalid_argument("Programs::insert: empty hash");
   auto& c = detail::connection(*db_);
   std::optional<std::int64_t> base_id;
-  if (p.base) {
-    sql::Statement add(c, "INSERT INTO program_bases (text) VALUES (?1) ON CONFLICT (text) DO NOTHING");
-    add.bind(1, *p.base);
-    add.run();
-    sql::Statement find(c, "SELECT id FROM program_bases WHERE text = ?1");
-    find.bind(1, *p.base);
-    if (!find.step()) throw DbError("program " + p.hash + ": its base vanished while inserting it", find.sql());
-    base_id = find.column_int64(0);
-  }
+  if (p.base) base_id = detail::ensure_program_base(c, *p.base);  // one row however many programs share it
   sql::Statement ins(c,
                      "INSERT INTO programs (run_id, hash, source, rules_json, parents_json, origin, island, generation, "
                      "base_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (run_id, hash) DO NOTHING "

@@ -29,7 +29,7 @@ distill::SplitExpr to_split_expr(const SplitExpr& e) {
   distill::SplitExpr out;
   // The search stores 0 as the constant of an expression; the distilled form keeps its
   // default there, so a function and its heuristic.json are equal.
-  if (!e.quotient && !e.ceil_div) out.constant = e.constant;
+  if (e.is_constant()) out.constant = e.constant;
   out.lo = e.lo;
   out.hi = e.hi;
   if (e.quotient) out.quotient = distill::Quotient{feature_of(e.quotient->num), feature_of(e.quotient->den), e.quotient->div};

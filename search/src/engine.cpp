@@ -141,6 +141,13 @@ nlohmann::json SearchEngine::run() {
 
 // --- setup ------------------------------------------------------------------------
 
+void set_program(results::ProgramRecord& row, const Program& p) {
+  auto [source, base] = split_source(p);
+  row.source = std::move(source);
+  row.base = std::move(base);
+  row.rules = to_json(p);
+}
+
 void SearchEngine::Impl::prepare() {
   const auto run = results::Runs(*db).get(run_id);
   baseline_name = config.baseline;
@@ -347,7 +354,7 @@ void SearchEngine::Impl::load_records() {
     r.island = p.island;
     r.generation = p.generation;
     if (!p.rules.is_null()) {
-      const auto base = p.base ? p.base : extract_base_source(p.source);  // v1 stored the base inline
+      const auto base = stored_base(p.source, p.base);
       if (!base) throw InputError("program " + std::to_string(p.id) + ": its source has no embedded base policy");
       const Program prog = program_from_json(p.rules, *base, "program " + std::to_string(p.id) + " rules");
       r.has_program = true;

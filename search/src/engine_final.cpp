@@ -476,10 +476,7 @@ std::int64_t SearchEngine::Impl::store_repaired(const Program& p, std::int64_t p
     pr.origin = rec.origin;
     pr.island = rec.island;
     pr.generation = rec.generation;
-    auto [source, base] = split_source(p);
-    pr.source = std::move(source);
-    pr.base = std::move(base);
-    pr.rules = to_json(p);
+    set_program(pr, p);
     rec.id = results::Programs(*db).insert(pr).id;
     results::EvaluationRecord e;
     e.program_id = rec.id;

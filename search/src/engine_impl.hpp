@@ -27,7 +27,15 @@
 #include <evodispatch/search/rng.hpp>
 #include <evodispatch/search/split.hpp>
 
+namespace evodispatch::results {
+struct ProgramRecord;
+}
+
 namespace evodispatch::search {
+
+// Fills the program part of a row: its source with the base policy apart (stored once per
+// run, results::ProgramRecord::base) and its rule list.
+void set_program(results::ProgramRecord& row, const Program& p);
 
 // What the engine remembers of one stored program.
 struct Record {

@@ -326,10 +326,7 @@ void SearchEngine::Impl::evaluate_and_commit(std::vector<Candidate> cands, bool 
       pr.island = c.island;
       pr.generation = c.generation;
       if (c.failure.empty()) {
-        auto [source, base] = split_source(c.program);  // the base is stored once per run
-        pr.source = std::move(source);
-        pr.base = std::move(base);
-        pr.rules = to_json(c.program);
+        set_program(pr, c.program);
       } else {
         pr.source = c.failed_source;
         pr.rules = nullptr;

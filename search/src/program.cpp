@@ -256,6 +256,10 @@ SplitSource split_source(const Program& p) {
   return {render_lua(skeleton), p.base_source};
 }
 
+std::optional<std::string> stored_base(std::string_view source, const std::optional<std::string>& base) {
+  return base ? base : extract_base_source(source);
+}
+
 std::string stored_source(std::string_view source, const std::optional<std::string>& base) {
   const std::size_t open = source.find(kBaseOpen);
   if (!base || open == std::string_view::npos) return std::string(source);

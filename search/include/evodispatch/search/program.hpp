@@ -106,6 +106,9 @@ struct SplitSource {
 };
 SplitSource split_source(const Program&);
 std::string stored_source(std::string_view source, const std::optional<std::string>& base);
+// The base policy of a stored program: `base` when stored apart, else the one embedded in
+// `source` (programs stored whole, as schema v1 kept them), else nullopt.
+std::optional<std::string> stored_base(std::string_view source, const std::optional<std::string>& base);
 
 // 32 hex digits over the normalised rules and the base source (not the base's label):
 // programs equal after normalisation have equal hashes. The second form takes the base
