@@ -2,10 +2,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,33 +14,16 @@
 #include <evodispatch/results/database.hpp>
 #include <evodispatch/results/measurements.hpp>
 
+#include "../support/run_command.hpp"
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using namespace evodispatch;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout only; stderr goes to err
-  std::string err;
-};
-
-// Runs the binary with `args` (shell-quoted by the caller), capturing stdout and stderr.
-Result run(const std::string& args) {
-  const fs::path err_file = fs::temp_directory_path() / ("evo_cli_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(EVO_BINARY) + " " + args + " 2>" + err_file.string();
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  fs::remove(err_file);
-  return r;
-}
+using Result = test::CommandResult;
+Result run(const std::string& args) { return test::run_evodispatch(args); }
 
 std::vector<std::string> lines(const std::string& s) {
   std::vector<std::string> out;
@@ -53,11 +32,7 @@ std::vector<std::string> lines(const std::string& s) {
   return out;
 }
 
-fs::path temp_db(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("evo_cli_" + std::to_string(::getpid()) + "_" + name + ".db");
-  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(p.string() + suffix);
-  return p;
-}
+fs::path temp_db(const std::string& name) { return test::scratch_path(name + ".db"); }
 
 const fs::path kHostile = fs::path(EVO_SOURCE_DIR) / "tests/heuristics/hostile";
 
@@ -108,7 +83,7 @@ TEST(Cli, DecideUnknownPolicyIsAClearError) {
 }
 
 TEST(Cli, DecideBadWorkloadNamesThePath) {
-  const fs::path w = fs::temp_directory_path() / ("evo_cli_bad_" + std::to_string(::getpid()) + ".json");
+  const fs::path w = test::scratch_path("bad-workload.json");
   std::ofstream(w) << R"({"shapes": [{"seqlen_k": 512, "h_q": 64, "h_kv": 1}, {"seqlen_k": 1, "h_q": 8, "hkv": 1}]})";
   const Result r = run("decide --policy fa3 --device sim:h100-sxm --workload " + w.string());
   EXPECT_EQ(r.code, 1);
@@ -233,8 +208,7 @@ void fill_gpu_rows(const fs::path& db_path, const std::string& fingerprint) {
 
 TEST(Cli, CalibrateFitsAProfileToTheGpuRows) {
   const fs::path db = temp_db("calibrate");
-  const fs::path out = fs::temp_directory_path() / ("evo_cli_" + std::to_string(::getpid()) + "_fitted.json");
-  fs::remove(out);
+  const fs::path out = test::scratch_path("fitted.json");
   // No GPU rows yet: a clear error, nothing written.
   { auto d = results::Database::open(db.string()); }
   Result none = run("calibrate --db " + db.string() + " --out " + out.string());

@@ -1,11 +1,6 @@
 // End-to-end: `evodispatch distill` and `evodispatch regress` on the simulator.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,43 +9,22 @@
 
 #include <evodispatch/results/results.hpp>
 
+#include "../support/run_command.hpp"
+
 namespace fs = std::filesystem;
 using namespace evodispatch;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result run(const std::string& args) {
-  const fs::path err_file = fs::temp_directory_path() / ("evo_distill_cli_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(EVO_BINARY) + " " + args + " 2>" + err_file.string();
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  fs::remove(err_file);
-  return r;
-}
-
-fs::path temp_path(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("evo_distill_cli_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  for (const char* suffix : {"-wal", "-shm"}) fs::remove(p.string() + suffix);
-  return p;
-}
+using Result = test::CommandResult;
+Result run(const std::string& args) { return test::run_evodispatch(args); }
+using test::scratch_path;
 
 }  // namespace
 
 TEST(DistillCli, DistillFa3ThenRegressPassesAndFailsOnTheFloor) {
-  const fs::path dir = temp_path("fa3");
-  const fs::path db = temp_path("fa3.db");
+  const fs::path dir = scratch_path("fa3");
+  const fs::path db = scratch_path("fa3.db");
   Result d = run("distill --policy fa3 --grid small --random 3000 --out " + dir.string());
   ASSERT_EQ(d.code, 0) << d.out << d.err;
   EXPECT_NE(d.out.find("0 differ"), std::string::npos) << d.out;
@@ -62,7 +36,7 @@ TEST(DistillCli, DistillFa3ThenRegressPassesAndFailsOnTheFloor) {
   EXPECT_EQ(j["provenance"]["device"]["num_sms"], 132);
 
   // The compiled function equals fa3 on the simulator: every ratio is 1.
-  const fs::path report = temp_path("report.json");
+  const fs::path report = scratch_path("report.json");
   Result ok = run("regress --heuristic " + (dir / "heuristic.json").string() +
                   " --baseline fa3 --workload paper-safety-160 --floor 0.99 --device sim:h100-sxm --db " + db.string() +
                   " --out " + report.string());
@@ -89,8 +63,8 @@ TEST(DistillCli, DistillFa3ThenRegressPassesAndFailsOnTheFloor) {
 }
 
 TEST(DistillCli, DistillFitsAScriptAndRefusesTheFa3Body) {
-  const fs::path dir = temp_path("tree");
-  const fs::path lua = temp_path("policy.lua");
+  const fs::path dir = scratch_path("tree");
+  const fs::path lua = scratch_path("policy.lua");
   std::ofstream(lua) << "function dispatch(s, hw)\n"
                         "  if s.batch * s.h_kv >= 64 or s.seqlen_k < 1024 then return { num_splits = 1 } end\n"
                         "  return { num_splits = 4 }\nend\n";
@@ -102,8 +76,8 @@ TEST(DistillCli, DistillFitsAScriptAndRefusesTheFa3Body) {
 
   // A decision computed arithmetically between grid values cannot be fitted exactly: the
   // check fails and names the first shapes.
-  const fs::path dir2 = temp_path("tree2");
-  const fs::path lua2 = temp_path("policy2.lua");
+  const fs::path dir2 = scratch_path("tree2");
+  const fs::path lua2 = scratch_path("policy2.lua");
   std::ofstream(lua2) << "function dispatch(s, hw)\n"
                          "  return { num_splits = math.min(8, s.seqlen_k // 1000 + 1) }\nend\n";
   Result f = run("distill --policy " + lua2.string() + " --grid small --random 3000 --out " + dir2.string());
@@ -112,15 +86,15 @@ TEST(DistillCli, DistillFitsAScriptAndRefusesTheFa3Body) {
 }
 
 TEST(DistillCli, DistillNeedsOneSource) {
-  Result r = run("distill --out " + temp_path("none").string());
+  Result r = run("distill --out " + scratch_path("none").string());
   EXPECT_EQ(r.code, 2) << r.out << r.err;
 }
 
 // A run on a GPU whose database also holds simulator estimates (the search's cascade):
 // the provenance names the GPU's kernel build and the driver of its fingerprint.
 TEST(DistillCli, ProvenanceNamesTheRunsGpuKernelBuildAndDriver) {
-  const fs::path db_path = temp_path("gpu-run.db");
-  const fs::path dir = temp_path("gpu-run");
+  const fs::path db_path = scratch_path("gpu-run.db");
+  const fs::path dir = scratch_path("gpu-run");
   const std::string gpu = "NVIDIA H100 80GB HBM3/132sm/cc90/81079MiB/driver13.0";
   {
     auto db = results::Database::open(db_path.string());
@@ -180,7 +154,7 @@ TEST(DistillCli, ProvenanceNamesTheRunsGpuKernelBuildAndDriver) {
   EXPECT_EQ(prov["driver"], "13.0");
   EXPECT_EQ(prov["device_fingerprint"], gpu);
 
-  const fs::path dir2 = temp_path("gpu-run-2");
+  const fs::path dir2 = scratch_path("gpu-run-2");
   Result d2 = run("distill --db " + db_path.string() + " --run 2 --grid small --random 1000 --out " + dir2.string());
   ASSERT_EQ(d2.code, 0) << d2.out << d2.err;
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir2 / "heuristic.json"))["provenance"]["kernel_build"],

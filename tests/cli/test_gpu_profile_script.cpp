@@ -2,35 +2,19 @@
 // (the profiling itself needs a GPU and ncu; reading the rows does not).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
+
+#include "../support/run_command.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
-
-Result run(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using evodispatch::test::CommandResult;
+using evodispatch::test::run_command;
 
 // One ncu row of the decode kernel of B=9, 11 splits as Nsight Compute 2025 writes it.
 std::string row(const std::string& id, const std::string& kernel, const std::string& metric, const std::string& unit,
@@ -44,18 +28,14 @@ class GpuProfileScript : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not installed";
-    dir_ = fs::temp_directory_path() / ("evo_gpu_profile_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
+    dir_ = evodispatch::test::scratch_path("ncu-rows");
     fs::create_directories(dir_);
   }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
   std::string summarize() {
-    const Result r = run("bash '" + std::string(EVO_SOURCE_DIR) + "/scripts/gpu-profile.sh' --summarize '" +
-                         dir_.string() + "'");
-    EXPECT_EQ(r.status, 0) << r.out;
-    return r.out;
+    const CommandResult r = run_command("bash '" + std::string(EVO_SOURCE_DIR) + "/scripts/gpu-profile.sh' --summarize '" +
+                                        dir_.string() + "'");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    return r.out + r.err;
   }
   fs::path dir_;
 };
@@ -92,17 +72,17 @@ TEST_F(GpuProfileScript, SummarizesEachKernelOfACall) {
 
 TEST_F(GpuProfileScript, RefusesACaseThatIsNotFiveNumbersBeforeTouchingTheGpu) {
   for (const std::string bad : {"9:8192:64:8", "9:8192:x:8:1", "9:8192:64:8:1,", "0:8192:64:8:1"}) {
-    const Result r = run("bash '" + std::string(EVO_SOURCE_DIR) + "/scripts/gpu-profile.sh' '" + bad + "'");
-    EXPECT_EQ(r.status, 2) << bad << ": " << r.out;
-    EXPECT_NE(r.out.find("'" + bad + "' is not B:LK:HQ:HKV:SPLITS"), std::string::npos) << r.out;
+    const CommandResult r = run_command("bash '" + std::string(EVO_SOURCE_DIR) + "/scripts/gpu-profile.sh' '" + bad + "'");
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("'" + bad + "' is not B:LK:HQ:HKV:SPLITS"), std::string::npos) << r.err;
   }
 }
 
 TEST_F(GpuProfileScript, RefusesAFolderThatIsNotThere) {
-  const Result r = run("bash '" + std::string(EVO_SOURCE_DIR) + "/scripts/gpu-profile.sh' --summarize '" +
-                       (dir_ / "missing").string() + "'");
-  EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.out.find("--summarize needs a folder"), std::string::npos) << r.out;
+  const CommandResult r = run_command("bash '" + std::string(EVO_SOURCE_DIR) + "/scripts/gpu-profile.sh' --summarize '" +
+                                      (dir_ / "missing").string() + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--summarize needs a folder"), std::string::npos) << r.err;
 }
 
 }  // namespace

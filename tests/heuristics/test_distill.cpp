@@ -2,14 +2,14 @@
 // CPU only; needs the system C++ compiler (and python3 for the Python test, else skipped).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include <evodispatch/heuristics/distill.hpp>
 #include <evodispatch/heuristics/policy.hpp>
+
+#include "../support/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace evodispatch;
@@ -28,8 +28,7 @@ DeviceInfo h100() {
 }
 
 fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("evo_distill_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
+  fs::path p = test::scratch_path(name);
   fs::create_directories(p);
   return p;
 }

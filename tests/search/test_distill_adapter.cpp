@@ -2,14 +2,14 @@
 // front of a fitted base, both compiled and held to the rendered Lua program.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 
 #include <evodispatch/heuristics/distill.hpp>
 #include <evodispatch/heuristics/policy.hpp>
 #include <evodispatch/search/distill_adapter.hpp>
 #include <evodispatch/search/program.hpp>
+
+#include "../support/scratch.hpp"
 
 namespace fs = std::filesystem;
 using namespace evodispatch;
@@ -26,11 +26,7 @@ DeviceInfo h100() {
   return hw;
 }
 
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("evo_distill_adapter_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(p);
-  return p;
-}
+fs::path temp_dir(const std::string& name) { return test::scratch_path(name); }
 
 Program rules_on(std::string base_name, std::string_view base_source) {
   Program p = base_program(std::move(base_name), base_source);

@@ -1,0 +1,38 @@
+#pragma once
+// A directory private to this test process under the system temp dir, removed with all it
+// holds when the process exits (CTest runs every test in a process of its own), so tests
+// that write files leave nothing behind and never see another run's files.
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace evodispatch::test {
+
+inline const std::filesystem::path& scratch_dir() {
+  struct Dir {
+    std::filesystem::path path;
+    Dir() {
+      std::string tmpl = (std::filesystem::temp_directory_path() / "evodispatch-test-XXXXXX").string();
+      if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + " failed");
+      path = tmpl;
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
+
+// A path `name` in the scratch directory with nothing there yet (nor SQLite's -wal/-shm).
+inline std::filesystem::path scratch_path(const std::string& name) {
+  const std::filesystem::path p = scratch_dir() / name;
+  std::filesystem::remove_all(p);
+  for (const char* suffix : {"-wal", "-shm"}) std::filesystem::remove(p.string() + suffix);
+  return p;
+}
+
+}  // namespace evodispatch::test
