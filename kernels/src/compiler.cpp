@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <regex>
+#include <utility>
 
 #include <evodispatch/heuristics/embedded.hpp>
+#include <evodispatch/kernels/kernel_spec.hpp>
 #include <evodispatch/kernels/toolchain.hpp>
 
 #include "cubin_cache.hpp"
@@ -232,6 +234,30 @@ CompiledKernel KernelCompiler::compile(const CompileUnit& unit) const {
   return k;
 }
 
+std::string variant_choice_digest() {
+  detail::Sha256 h;
+  Shape s;
+  for (int d : {64, 128, 256})
+    for (int page : {0, 16})
+      for (const auto& [hq, hkv] : {std::pair{64, 8}, {64, 1}, {32, 32}, {28, 4}})
+        for (int lq : {1, 4})
+          for (int batch : {1, 4, 8, 9, 16, 17, 33, 34, 49, 50, 64})
+            for (int splits : {1, 3, 8})
+              for (bool pack : {true, false})
+                for (int margin : {0, 100})
+                  for (int sms : {132, 78}) {
+                    s.batch = batch;
+                    s.seqlen_q = lq;
+                    s.seqlen_k = 4096;
+                    s.h_q = hq;
+                    s.h_kv = hkv;
+                    s.head_dim = d;
+                    s.page_size = page;
+                    h.field(spec_for(s, Decision{splits, pack, std::min(margin, sms - 1)}, sms).name());
+                  }
+  return h.hex();
+}
+
 std::string kernel_build_hash() {
   detail::Sha256 h;
   h.field("evodispatch-kernels-v1");
@@ -243,6 +269,9 @@ std::string kernel_build_hash() {
     h.field(spec.kernel_expression());
     for (const auto& o : spec.nvrtc_options("<arch>")) h.field(o);
   }
+  // Which variant runs a decision is part of what a measurement measured: a change to
+  // spec_for's rules must not let a database hand back rows of the old choice.
+  h.field(variant_choice_digest());
   return h.hex().substr(0, 16);
 }
 

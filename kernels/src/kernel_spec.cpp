@@ -164,11 +164,21 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // only while it buys parallelism, i.e. while the 16-row items fit one wave.
   const int block_m = rows > 16 && items16 > sms ? 64 : 16;
   const std::int64_t items = block_m == 16 ? items16 : groups * ((rows + 63) / 64);
-  // Between two and three CTAs per SM, the dense variant runs the grid as one wave.
-  // (Contiguous KV only: the paged loop's page ids spill at 168 registers.)
-  const bool dense = block_m == 16 && shape.head_dim == 128 && shape.page_size == 0 && items > 2 * sms &&
+  // The variant sets the bytes in flight: a CTA keeps stages - 1 K/V tile pairs loading,
+  // 128 KiB in the one-CTA-per-SM variant (128-row tiles, 3 stages), 64 KiB in the two-CTA
+  // one (64-row tiles, 3 stages), 32 KiB in the three-CTA one (64-row tiles, 2 stages). An
+  // H100 keeps its DRAM busy with ~6-8 MiB in flight over the GPU (bandwidth x loaded
+  // latency) and loses bandwidth with much more: at 8K keys, 80-128 CTAs of the one-CTA
+  // variant (10-16 MiB) ran 1.5-5% slower than the same CTAs of the two-CTA variant, and
+  // 144-264 CTAs of the two-CTA variant (9-17 MiB) 1.5-4% slower than the three-CTA one
+  // (README, "Bytes in flight"). So the biggest tiles only while at most half the SMs have a
+  // CTA, and the smallest once there are more CTAs than SMs, up to the three per SM the
+  // dense variant holds. (Contiguous KV at D = 128: the paged loop's page ids spill at the
+  // dense variant's 168 registers, and D = 64 / 256 have one tiling.)
+  const bool few = 2 * items <= sms;
+  const bool dense = block_m == 16 && shape.head_dim == 128 && shape.page_size == 0 && items > sms &&
                      items <= 3 * sms;
-  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack, block_m, items <= sms, dense);
+  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack, block_m, few, dense);
 }
 
 KernelSpec combine_spec_for(const Shape& shape) {

@@ -118,8 +118,8 @@ TEST(KernelSpecs, SpecForPicksTheRowTile) {
   EXPECT_THROW(spec_for(s, true), InputError);
 }
 
-TEST(KernelSpecs, SpecForADecisionRunsTwoToThreeCtasPerSmAsOneWave) {
-  Shape s;  // cliff-8k: Hq=64, Hkv=8 packed (8 rows), 8K keys
+TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
+  Shape s;  // cliff-8k: Hq=64, Hkv=8 packed (8 rows), 8K keys: 8 items per request and split
   s.seqlen_k = 8192;
   s.h_q = 64;
   s.h_kv = 8;
@@ -127,20 +127,38 @@ TEST(KernelSpecs, SpecForADecisionRunsTwoToThreeCtasPerSmAsOneWave) {
     s.batch = batch;
     return spec_for(s, Decision{splits, true, sm_margin}, 132);
   };
-  EXPECT_EQ(at(33, 1).min_ctas_per_sm, 1);  // 264 items: two per SM
-  const KernelSpec dense = at(34, 1);       // 272 items: one wave of three per SM
+  // At most half the SMs busy: 128-row tiles, one CTA per SM (128 KiB in flight each).
+  EXPECT_EQ(at(8, 1).block_n, 128);  // 64 items
+  EXPECT_EQ(at(1, 8).block_n, 128);  // 64 items through the splits
+  EXPECT_EQ(at(8, 1, 4).block_n, 128);  // 64 items on 128 SMs
+  // Up to one item per SM: 64-row tiles, three stages (64 KiB each).
+  for (const KernelSpec& k : {at(9, 1), at(16, 1), at(8, 1, 8), at(3, 5)}) {
+    EXPECT_EQ(k.block_n, 64) << k.name();
+    EXPECT_EQ(k.stages, 3) << k.name();
+    EXPECT_EQ(k.min_ctas_per_sm, 1) << k.name();
+  }
+  // More items than SMs, up to three per SM: two stages, three CTAs per SM (32 KiB each).
+  const KernelSpec dense = at(17, 1);  // 136 items
   EXPECT_EQ(dense.min_ctas_per_sm, 3);
   EXPECT_EQ(dense.stages, 2);
+  EXPECT_EQ(dense.block_n, 64);
   EXPECT_LE(dense.max_registers(), 168);
   EXPECT_LE(3 * (dense.smem_bytes() + 1024), 228 * 1024);
-  EXPECT_EQ(at(49, 1).min_ctas_per_sm, 3);  // 392 <= 396
-  EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);  // 400: more than one wave either way
-  EXPECT_EQ(at(17, 2).min_ctas_per_sm, 3);  // 272 items again, through the splits
-  EXPECT_EQ(at(33, 1, 4).min_ctas_per_sm, 3);  // 264 items on 128 SMs
+  EXPECT_EQ(at(33, 1), dense);  // 264
+  EXPECT_EQ(at(49, 1), dense);  // 392 <= 396
+  EXPECT_EQ(at(17, 2), dense);  // 272 through the splits
+  EXPECT_EQ(at(9, 1, 70), dense);  // 72 items on 62 SMs
+  // Beyond three per SM the grid runs several items per CTA either way: two per SM.
+  EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);  // 400
+  EXPECT_EQ(at(50, 1).stages, 3);
   const auto all = all_kernel_specs();
-  EXPECT_NE(std::find(all.begin(), all.end(), dense), all.end());
-  s.page_size = 16;  // paged KV keeps the two-CTA variant
+  for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, at(50, 1)})
+    EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+  s.page_size = 16;  // paged KV: the dense variant's registers would spill the page ids
   EXPECT_EQ(at(34, 1).min_ctas_per_sm, 1);
+  EXPECT_EQ(at(34, 1).stages, 3);
+  EXPECT_EQ(at(8, 1).block_n, 128);
+  EXPECT_EQ(at(9, 1).block_n, 64);
 }
 
 TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
@@ -414,6 +432,8 @@ TEST(KernelCompile, BuildHashAndCacheDir) {
   const std::string h = kernel_build_hash();
   EXPECT_EQ(h.size(), 16u);
   EXPECT_EQ(h, kernel_build_hash());
+  EXPECT_EQ(variant_choice_digest().size(), 64u);
+  EXPECT_EQ(variant_choice_digest(), variant_choice_digest());
   EXPECT_EQ(arch_for_cc(90), "sm_90a");
   EXPECT_EQ(arch_for_cc(80), "sm_80");
   ::setenv("EVODISPATCH_CACHE_DIR", "/tmp/evo-x", 1);

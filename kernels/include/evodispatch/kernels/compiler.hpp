@@ -89,9 +89,13 @@ class KernelCompiler {
 // them), the source, the headers and the name expressions.
 std::string cache_key(const CompileUnit&);
 
+// The variants spec_for picks over a fixed grid of shapes and decisions, hashed: it
+// changes with the selection rules.
+std::string variant_choice_digest();
+
 // Identifies the kernel build in measurement keys: a hash of every embedded kernel
-// source and of every specialisation's expression and options (arch-independent).
-// 16 hex digits.
+// source, of every specialisation's expression and options (arch-independent) and of
+// variant_choice_digest(). 16 hex digits.
 std::string kernel_build_hash();
 
 }  // namespace evodispatch

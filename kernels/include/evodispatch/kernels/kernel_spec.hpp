@@ -63,9 +63,11 @@ KernelSpec spec_for(const Shape&, bool pack_gqa);
 // (the plan's KernelResources should come from it). Beyond spec_for it weighs the grid:
 // packed rows are tiled by 16 (more CTAs, each re-reading the group's KV through L2)
 // while the 16-row work items fit in one wave of num_sms - sm_margin SMs, by 64
-// otherwise; and at D = 128, when every work item has an SM to itself, it streams
-// 128-row tiles (one CTA per SM, half the per-tile latency) instead of 64-row tiles
-// (two CTAs per SM). Deterministic in (shape, decision, num_sms).
+// otherwise; and at D = 128 it sizes the bytes in flight to the grid: 128-row tiles (one
+// CTA per SM, half the per-tile latency) while the items fill at most half the SMs,
+// 64-row tiles in three stages (two CTAs per SM) up to one item per SM, two stages
+// (three CTAs per SM, contiguous KV) up to three per SM. Deterministic in (shape,
+// decision, num_sms).
 KernelSpec spec_for(const Shape&, const Decision&, int num_sms);
 KernelSpec combine_spec_for(const Shape&);
 
