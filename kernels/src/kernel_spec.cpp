@@ -169,7 +169,7 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // one (64-row tiles, 3 stages), 32 KiB in the three-CTA one (64-row tiles, 2 stages). An
   // H100 keeps its DRAM busy with ~6-8 MiB in flight over the GPU (bandwidth x loaded
   // latency) and loses bandwidth with much more: at 8K keys, 80-128 CTAs of the one-CTA
-  // variant (10-16 MiB) ran 1.5-5% slower than the same CTAs of the two-CTA variant, and
+  // variant (10-16 MiB) ran 2-5% slower than the same CTAs of the two-CTA variant, and
   // 144-264 CTAs of the two-CTA variant (9-17 MiB) 1.5-4% slower than the three-CTA one
   // (README, "Bytes in flight"). So the biggest tiles only while at most half the SMs have a
   // CTA, and the smallest once there are more CTAs than SMs, up to the three per SM the
