@@ -8,17 +8,21 @@
 #include <string>
 #include <system_error>
 
+#include <unistd.h>
+
 namespace evodispatch::test {
 
 inline const std::filesystem::path& scratch_dir() {
   struct Dir {
     std::filesystem::path path;
+    pid_t owner = ::getpid();  // a forked child that exits normally must not remove it
     Dir() {
       std::string tmpl = (std::filesystem::temp_directory_path() / "evodispatch-test-XXXXXX").string();
       if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + " failed");
       path = tmpl;
     }
     ~Dir() {
+      if (::getpid() != owner) return;
       std::error_code ec;
       std::filesystem::remove_all(path, ec);
     }
