@@ -21,6 +21,8 @@
 #include <evodispatch/kernels/compiler.hpp>
 #include <evodispatch/kernels/kernel_spec.hpp>
 
+#include "../support/scratch.hpp"
+
 using namespace evodispatch;
 namespace fs = std::filesystem;
 
@@ -29,17 +31,7 @@ namespace {
 constexpr const char* kArch = "sm_90a";
 
 // A fresh cache directory, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "evo-cubin-XXXXXX").string();
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using TempDir = evodispatch::test::ScratchDir;
 
 // A unit that compiles in a fraction of a second, for the cache tests.
 CompileUnit tiny_unit(std::string extra_option = "") {
@@ -211,7 +203,7 @@ TEST(KernelSpecs, DecodeParamsCoverTheWork) {
 // The CI-facing check: all variants, each exactly as the runner would build it.
 TEST(KernelCompile, EveryVariantCompilesForSm90aWithinItsResources) {
   TempDir dir;
-  const KernelCompiler compiler(kArch, dir.path);
+  const KernelCompiler compiler(kArch, dir.path());
   const auto specs = all_kernel_specs();
   std::vector<CompiledKernel> results(specs.size());
   const unsigned workers = std::max(2u, std::thread::hardware_concurrency());
@@ -250,7 +242,7 @@ TEST(KernelCompile, EveryVariantCompilesForSm90aWithinItsResources) {
 
 TEST(KernelCompile, SecondCompileIsACacheHitWithoutNvrtc) {
   TempDir dir;
-  const KernelCompiler compiler(kArch, dir.path);
+  const KernelCompiler compiler(kArch, dir.path());
   const KernelSpec spec = all_kernel_specs().back();  // a combine kernel: quick to build
   const auto before = nvrtc_compile_count();
   const CompiledKernel first = compiler.compile(spec);
@@ -270,12 +262,12 @@ TEST(KernelCompile, SecondCompileIsACacheHitWithoutNvrtc) {
   EXPECT_EQ(second.lowered_name(spec.kernel_expression()), first.lowered_names[0]);
 
   // Another compiler object (a new process, in effect) finds it too.
-  EXPECT_TRUE(KernelCompiler(kArch, dir.path).compile(spec).cache_hit);
+  EXPECT_TRUE(KernelCompiler(kArch, dir.path()).compile(spec).cache_hit);
 }
 
 TEST(KernelCompile, ChangedOptionOrArchIsAMiss) {
   TempDir dir;
-  const KernelCompiler compiler(kArch, dir.path);
+  const KernelCompiler compiler(kArch, dir.path());
   const auto before = nvrtc_compile_count();
   const CompiledKernel a = compiler.compile(tiny_unit());
   const CompiledKernel b = compiler.compile(tiny_unit("-DEVO_SOMETHING=1"));
@@ -293,7 +285,7 @@ TEST(KernelCompile, ChangedOptionOrArchIsAMiss) {
 
 TEST(KernelCompile, ConcurrentThreadsCompileOneKeyOnce) {
   TempDir dir;
-  const KernelCompiler compiler(kArch, dir.path);
+  const KernelCompiler compiler(kArch, dir.path());
   const auto before = nvrtc_compile_count();
   std::vector<CompiledKernel> out(4);
   std::vector<std::thread> threads;
@@ -318,7 +310,7 @@ TEST(KernelCompile, ConcurrentProcessesCompileOneKeyOnce) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       const auto before = nvrtc_compile_count();
-      const CompiledKernel k = KernelCompiler(kArch, dir.path).compile(tiny_unit());
+      const CompiledKernel k = KernelCompiler(kArch, dir.path()).compile(tiny_unit());
       const bool compiled = nvrtc_compile_count() != before;
       ::_exit(!k.ok ? 1 : compiled == !k.cache_hit ? (compiled ? 10 : 11) : 2);
     }
@@ -340,11 +332,11 @@ TEST(KernelCompile, ConcurrentProcessesCompileOneKeyOnce) {
 
 TEST(KernelCompile, CorruptOrTornEntryIsRecompiled) {
   TempDir dir;
-  const KernelCompiler compiler(kArch, dir.path);
+  const KernelCompiler compiler(kArch, dir.path());
   const CompiledKernel good = compiler.compile(tiny_unit());
   ASSERT_TRUE(good.ok) << good.log;
   fs::path entry;
-  for (const auto& f : fs::directory_iterator(dir.path))
+  for (const auto& f : fs::directory_iterator(dir.path()))
     if (f.path().extension() == ".cubin") entry = f.path();
   ASSERT_FALSE(entry.empty());
   const auto size = fs::file_size(entry);
@@ -375,7 +367,7 @@ TEST(KernelCompile, CorruptOrTornEntryIsRecompiled) {
 
 TEST(KernelCompile, BrokenSourceIsAFailedResultWithTheLog) {
   TempDir dir;
-  const KernelCompiler compiler(kArch, dir.path);
+  const KernelCompiler compiler(kArch, dir.path());
   CompileUnit u = tiny_unit();
   u.source += "__global__ void broken() { this_is_not_declared = 1; }\n";
   const CompiledKernel k = compiler.compile(u);

@@ -2,36 +2,17 @@
 // Shared helpers for the results tests: a temporary directory per test and sample rows.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 #include <evodispatch/results/results.hpp>
+
+#include "../support/scratch.hpp"
 
 namespace evodispatch::results::test {
 
 // A fresh directory removed when the test ends, so file-backed tests never share state.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = "evodispatch-results-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    if (info) name += std::string("-") + info->name();
-    path_ = std::filesystem::temp_directory_path() / name;
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = evodispatch::test::ScratchDir;
 
 // Records with one field set. (GCC 12 warns about designated initializers that leave
 // members to their defaults, so the tests build records this way instead.)

@@ -1,9 +1,6 @@
 #pragma once
 // What the search tests share: a scratch directory, a small workload that keeps a whole
 // search within a few seconds, and a config for it.
-#include <unistd.h>
-
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,31 +9,11 @@
 
 #include <evodispatch/search/config.hpp>
 
+#include "../support/scratch.hpp"
+
 namespace evodispatch::search::testing {
 
-// A directory under the system temp dir, removed with everything in it at the end.
-class ScratchDir {
- public:
-  ScratchDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("evo_search_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(file(name)) << text;
-    return file(name);
-  }
-
- private:
-  std::filesystem::path path_;
-};
+using evodispatch::test::ScratchDir;
 
 // 36 shapes: B in {1, 2, 4}, Hkv in {1, 4, 8}, Lk in {256, 512, 2048, 8192}, Hq = 64.
 inline std::string mini_workload_json() {
