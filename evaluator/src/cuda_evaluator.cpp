@@ -93,9 +93,13 @@ struct CudaEvaluator::Impl {
   gpu::SupportKernels support;
   std::unique_ptr<gpu::Stream> stream;
   std::optional<std::string> broken;
-  // Cases that passed the numeric check in this process, with their error: a row of a
-  // case checked before reports the error of that check.
-  std::map<std::string, double> checked;
+  // Cases that passed the numeric check in this process, with their error and the SMs
+  // their decode grid ran on: a row of a case checked before reports that check's.
+  struct Checked {
+    double rel_error = 0;
+    int decode_sms = 0;
+  };
+  std::map<std::string, Checked> checked;
 
   cudaStream_t s() const { return stream->get(); }
 
@@ -129,14 +133,17 @@ struct CudaEvaluator::Impl {
     const gpu::CaseLayout layout = gpu::case_layout(c.shape, 1);
     p.base = decode_params_for(c.shape, p.decision, p.spec, layout.max_pages);
 
-    // The persistent grids: at most (SMs - sm_margin) x resident CTAs per SM.
-    const std::int64_t sms = dev.num_sms - p.decision.sm_margin;
-    p.decode_grid = static_cast<int>(std::min<std::int64_t>(p.base.num_work_items, sms * p.decode->ctas_per_sm));
+    // The persistent grids: at most (SMs - sm_margin) x grid_ctas_per_sm CTAs (kernels/plan.hpp).
+    const int margin = p.decision.sm_margin;
+    const std::int64_t sms = dev.num_sms - margin;
+    p.decode_grid = static_cast<int>(
+        std::min<std::int64_t>(p.base.num_work_items, sms * grid_ctas_per_sm(p.decode->ctas_per_sm, margin)));
     std::int64_t combine_ctas = 0;
     if (split) {
       const std::int64_t rows = std::int64_t{c.shape.batch} * c.shape.seqlen_q * c.shape.h_q;
       combine_ctas = (rows + combine_spec.rows_per_cta() - 1) / combine_spec.rows_per_cta();
-      p.combine_grid = static_cast<int>(std::min<std::int64_t>(combine_ctas, sms * p.combine->ctas_per_sm));
+      p.combine_grid =
+          static_cast<int>(std::min<std::int64_t>(combine_ctas, sms * grid_ctas_per_sm(p.combine->ctas_per_sm, margin)));
     }
 
     // The plan with this GPU's real kernel resources, and what is actually launched.
@@ -176,8 +183,10 @@ struct CudaEvaluator::Impl {
     return "";
   }
 
-  void launch(const Prepared& p, const gpu::DecodeBuffers& buf, int set, bool with_lse) const {
+  // cta_sms: null, or where each decode CTA writes the SM it ran on (the checked run).
+  void launch(const Prepared& p, const gpu::DecodeBuffers& buf, int set, bool with_lse, int* cta_sms = nullptr) const {
     DecodeParams params = buf.params(p.base, set, with_lse);
+    params.cta_sms = cta_sms;
     void* args[] = {&params};
     check(cudaLaunchKernel(p.decode->func(), dim3(p.decode_grid), dim3(p.decode->threads), args,
                            static_cast<std::size_t>(p.decode->dynamic_smem), s()),
@@ -185,6 +194,7 @@ struct CudaEvaluator::Impl {
     if (!p.combine) return;
     // Programmatic dependent launch on Hopper and later: the combine kernel is scheduled
     // while the decode kernel runs and waits for it on the device (kernels/cuda/common.cuh).
+    // Not with an SM margin: its waiting CTAs would sit on the SMs the margin leaves free.
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(p.combine_grid);
     cfg.blockDim = dim3(p.combine->threads);
@@ -192,7 +202,7 @@ struct CudaEvaluator::Impl {
     cudaLaunchAttribute pdl[1] = {};
     pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     pdl[0].val.programmaticStreamSerializationAllowed = 1;
-    if (gpu.cc >= 90) {
+    if (gpu.cc >= 90 && p.decision.sm_margin == 0) {
       cfg.attrs = pdl;
       cfg.numAttrs = 1;
     }
@@ -220,14 +230,19 @@ struct CudaEvaluator::Impl {
     return b;
   }
 
-  // Poisons, runs once, compares with the reference.
-  NumericCheck numeric_check(const Prepared& p, const gpu::DecodeBuffers& buf, const Shape& shape) {
+  // Poisons, runs once, compares with the reference; `decode_sms`: how many distinct SMs
+  // the decode grid ran on in that run (what sm_margin promises, seen rather than assumed).
+  NumericCheck numeric_check(const Prepared& p, const gpu::DecodeBuffers& buf, const Shape& shape, int& decode_sms) {
     const gpu::CaseLayout& l = buf.layout();
     const std::size_t lse_n = static_cast<std::size_t>(shape.batch) * shape.h_q * shape.seqlen_q;
     // 0xFFFF is a NaN in bf16 and fp16, 0xFFFFFFFF in fp32: unwritten elements stay NaN.
     check(cudaMemsetAsync(buf.out(0), 0xff, static_cast<std::size_t>(l.q_elems) * 2, s()), "poison out");
     check(cudaMemsetAsync(buf.lse(), 0xff, lse_n * sizeof(float), s()), "poison lse");
-    launch(p, buf, 0, true);
+    gpu::DeviceBuffer cta_sms(static_cast<std::size_t>(p.decode_grid) * sizeof(int));
+    launch(p, buf, 0, true, static_cast<int*>(cta_sms.get()));
+    std::vector<int> sm_of(static_cast<std::size_t>(p.decode_grid));
+    check(cudaMemcpyAsync(sm_of.data(), cta_sms.get(), sm_of.size() * sizeof(int), cudaMemcpyDeviceToHost, s()),
+          "copy the CTAs' SMs");
     gpu::DeviceBuffer ref_out(static_cast<std::size_t>(l.q_elems) * sizeof(float));
     gpu::DeviceBuffer ref_lse(lse_n * sizeof(float));
     support.reference(buf.reference_params(static_cast<float*>(ref_out.get()), static_cast<float*>(ref_lse.get())), s());
@@ -238,6 +253,8 @@ struct CudaEvaluator::Impl {
     check(cudaMemcpyAsync(lse.data(), buf.lse(), lse_n * 4, cudaMemcpyDeviceToHost, s()), "copy lse");
     check(cudaMemcpyAsync(rlse.data(), ref_lse.get(), lse_n * 4, cudaMemcpyDeviceToHost, s()), "copy reference lse");
     stream->sync();
+    std::sort(sm_of.begin(), sm_of.end());
+    decode_sms = static_cast<int>(std::unique(sm_of.begin(), sm_of.end()) - sm_of.begin());
     return check_output(out, shape.dtype, ref, lse, rlse, output_tolerance(shape.dtype));
   }
 
@@ -247,13 +264,16 @@ struct CudaEvaluator::Impl {
     if (!t.check) return "";
     const std::string id = case_id(c, p.decision);
     if (const auto it = checked.find(id); it != checked.end()) {
-      m.rel_error = it->second;
+      m.rel_error = it->second.rel_error;
+      m.plan["gpu"]["decode_sms"] = it->second.decode_sms;
       return "";
     }
-    const NumericCheck nc = numeric_check(p, buf, c.shape);
+    int decode_sms = 0;
+    const NumericCheck nc = numeric_check(p, buf, c.shape, decode_sms);
     m.rel_error = nc.rel_error;
     if (!nc.ok) return "numeric check failed (" + p.spec.name() + ", " + describe(p.decision) + "): " + nc.error;
-    checked.emplace(id, nc.rel_error);
+    m.plan["gpu"]["decode_sms"] = decode_sms;
+    checked.emplace(id, Checked{nc.rel_error, decode_sms});
     return "";
   }
 

@@ -123,6 +123,13 @@ __device__ __forceinline__ void wait_for_prerequisite_grids() {
 #endif
 }
 
+// The SM this thread runs on.
+__device__ __forceinline__ int sm_id() {
+  int id;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(id));
+  return id;
+}
+
 // 16-byte vector of 8 elements, stored as 4 packed pairs.
 __device__ __forceinline__ void store_16(void* p, u32 a, u32 b, u32 c, u32 d) {
   *reinterpret_cast<uint4*>(p) = make_uint4(a, b, c, d);

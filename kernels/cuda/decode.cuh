@@ -96,6 +96,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
   // Every CTA of this persistent grid is resident already (grid <= slots), so the combine
   // kernel may be scheduled now: it waits for this grid's end (common.cuh).
   launch_dependent_grids();
+  if (p.cta_sms != nullptr && tid == 0) p.cta_sms[blockIdx.x] = sm_id();
 
   for (int item = blockIdx.x; item < p.num_work_items; item += gridDim.x) {
     // ---- Which work: the innermost indices share the KV bytes (see the file comment).

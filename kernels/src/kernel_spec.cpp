@@ -175,8 +175,14 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // CTA, and the smallest once there are more CTAs than SMs, up to the three per SM the
   // dense variant holds. (Contiguous KV at D = 128: the paged loop's page ids spill at the
   // dense variant's 168 registers, and D = 64 / 256 have one tiling.)
-  const bool few = 2 * items <= sms;
-  const bool dense = block_m == 16 && shape.head_dim == 128 && shape.page_size == 0 && items > sms &&
+  //
+  // With an SM margin the grid holds one CTA per usable SM (grid_ctas_per_sm, plan.hpp), so
+  // the bytes in flight are those of min(items, SMs - margin) CTAs: the 128-row tiles while
+  // those CTAs fill at most half the GPU's SMs, the 64-row three-stage tiles above, never
+  // the three-CTA variant (a third of an SM's share).
+  const bool margin = d.sm_margin > 0;
+  const bool few = 2 * (margin ? std::min(items, sms) : items) <= (margin ? num_sms : sms);
+  const bool dense = !margin && block_m == 16 && shape.head_dim == 128 && shape.page_size == 0 && items > sms &&
                      items <= 3 * sms;
   return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack, block_m, few, dense);
 }

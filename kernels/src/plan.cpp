@@ -32,6 +32,8 @@ KernelResources kernel_resources(const Shape& shape, const Decision& decision, c
   return r;
 }
 
+int grid_ctas_per_sm(int occupancy, int sm_margin) { return sm_margin > 0 ? 1 : occupancy; }
+
 Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
   return plan(shape, decision, hw, kernel_resources(shape, decision, hw));
 }
@@ -163,7 +165,7 @@ Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw, co
   p.ctas_per_sm = per_sm;
 
   p.sms_used = hw.num_sms - p.decision.sm_margin;
-  p.slots = std::int64_t{p.sms_used} * p.ctas_per_sm;
+  p.slots = std::int64_t{p.sms_used} * grid_ctas_per_sm(p.ctas_per_sm, p.decision.sm_margin);
   p.grid_ctas = std::min(p.work_items, p.slots);
   p.waves = ceil_div(p.work_items, p.slots);
 

@@ -124,7 +124,7 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(1, 8).block_n, 128);  // 64 items through the splits
   EXPECT_EQ(at(8, 1, 4).block_n, 128);  // 64 items on 128 SMs
   // Up to one item per SM: 64-row tiles, three stages (64 KiB each).
-  for (const KernelSpec& k : {at(9, 1), at(16, 1), at(8, 1, 8), at(3, 5)}) {
+  for (const KernelSpec& k : {at(9, 1), at(16, 1), at(3, 5)}) {
     EXPECT_EQ(k.block_n, 64) << k.name();
     EXPECT_EQ(k.stages, 3) << k.name();
     EXPECT_EQ(k.min_ctas_per_sm, 1) << k.name();
@@ -139,13 +139,22 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(33, 1), dense);  // 264
   EXPECT_EQ(at(49, 1), dense);  // 392 <= 396
   EXPECT_EQ(at(17, 2), dense);  // 272 through the splits
-  EXPECT_EQ(at(9, 1, 70), dense);  // 72 items on 62 SMs
   // Beyond three per SM the grid runs several items per CTA either way: two per SM.
   EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);  // 400
   EXPECT_EQ(at(50, 1).stages, 3);
   const auto all = all_kernel_specs();
   for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, at(50, 1)})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+  // With an SM margin the grid is one CTA per usable SM (plan.hpp, grid_ctas_per_sm): the
+  // CTAs that run at once set the tiles, and the three-CTA variant never runs.
+  EXPECT_EQ(at(8, 1, 8).block_n, 128);   // 64 CTAs on 124 SMs
+  EXPECT_EQ(at(9, 1, 70).block_n, 128);  // 62 CTAs: half the GPU's SMs or fewer
+  EXPECT_EQ(at(9, 1, 70).min_ctas_per_sm, 1);
+  for (const KernelSpec& k : {at(9, 1, 1), at(17, 1, 1), at(33, 1, 30), at(64, 2, 16)}) {
+    EXPECT_EQ(k.block_n, 64) << k.name();
+    EXPECT_EQ(k.stages, 3) << k.name();
+    EXPECT_EQ(k.min_ctas_per_sm, 1) << k.name();
+  }
   s.page_size = 16;  // paged KV: the dense variant's registers would spill the page ids
   EXPECT_EQ(at(34, 1).min_ctas_per_sm, 1);
   EXPECT_EQ(at(34, 1).stages, 3);

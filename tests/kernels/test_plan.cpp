@@ -114,6 +114,20 @@ TEST(Plan, PersistentGridLeavesTheMarginFree) {
   EXPECT_EQ(margin.grid_ctas, 100);
   EXPECT_EQ(margin.waves, 6);  // ceil(512 / 100)
 
+  // A variant that fits several CTAs per SM still gets one per usable SM: the hardware
+  // spreads a grid over the free SMs before it stacks, so more CTAs would take more SMs.
+  const Plan built_in = plan(gqa8(32, 8192), splits(1, std::nullopt, 100), hopper());
+  EXPECT_EQ(built_in.sms_used, 32);
+  EXPECT_EQ(built_in.slots, 32);
+  EXPECT_EQ(built_in.grid_ctas, 32);
+  EXPECT_EQ(built_in.waves, 8);  // 256 items
+  const Plan no_margin = plan(gqa8(32, 8192), splits(1), hopper());
+  EXPECT_GE(no_margin.ctas_per_sm, 2);  // the three-CTA variant: 256 items on 132 SMs
+  EXPECT_EQ(no_margin.grid_ctas, 256);
+  EXPECT_EQ(grid_ctas_per_sm(3, 0), 3);
+  EXPECT_EQ(grid_ctas_per_sm(3, 1), 1);
+  EXPECT_EQ(grid_ctas_per_sm(1, 0), 1);
+
   // Fewer work items than slots: the grid is the work.
   const Plan small = generic_plan(gqa8(2, 8192), splits(1, std::nullopt, 32), hopper());
   EXPECT_EQ(small.grid_ctas, 16);

@@ -35,6 +35,7 @@ struct DecodeParams {
   float* lse;                 // [B, Hq, Lq] natural-log sum of exp, or null
   float* o_partial;           // [num_splits, B, Lq, Hq, D] fp32, dense (num_splits > 1)
   float* lse_partial;         // [num_splits, B, Hq, Lq] fp32, dense (num_splits > 1)
+  int* cta_sms;               // [grid] or null: CTA i writes the SM it runs on (the evaluator's check)
 
   long long q_batch_stride, q_row_stride, q_head_stride;
   long long k_batch_stride, k_row_stride, k_head_stride;  // batch stride = page stride when paged

@@ -79,7 +79,7 @@ struct Plan {
 
   // The persistent grid on num_sms - sm_margin SMs.
   int sms_used = 0;
-  std::int64_t slots = 0;      // sms_used * ctas_per_sm CTAs resident at once
+  std::int64_t slots = 0;      // sms_used * grid_ctas_per_sm(ctas_per_sm, sm_margin) CTAs
   std::int64_t grid_ctas = 0;  // min(work_items, slots)
   std::int64_t waves = 0;      // ceil(work_items / slots)
 
@@ -98,6 +98,13 @@ struct Plan {
 
   bool operator==(const Plan&) const = default;
 };
+
+// CTAs per usable SM that a persistent grid may hold. Without a margin, every CTA the SM
+// can keep resident (`occupancy`). With one, a single CTA per usable SM: the hardware
+// spreads a grid over every free SM before it stacks CTAs on one, so a grid of
+// (SMs - margin) x occupancy CTAs would run on more SMs than the margin leaves free.
+// A grid of at most SMs - margin CTAs runs on at most SMs - margin SMs.
+int grid_ctas_per_sm(int occupancy, int sm_margin);
 
 // Throws InputError naming the field when the shape, the decision or the device is not
 // valid, or when the kernel cannot be configured (a tile too large for shared memory).
