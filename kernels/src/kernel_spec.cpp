@@ -180,8 +180,9 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // the bytes in flight are those of min(items, SMs - margin) CTAs: the 128-row tiles while
   // those CTAs fill at most half the GPU's SMs, the 64-row three-stage tiles above, never
   // the three-CTA variant (a third of an SM's share).
+  // (Without a margin min(items, sms) <= half the SMs is the same test as items <= half.)
   const bool margin = d.sm_margin > 0;
-  const bool few = 2 * (margin ? std::min(items, sms) : items) <= (margin ? num_sms : sms);
+  const bool few = 2 * std::min(items, sms) <= num_sms;
   const bool dense = !margin && block_m == 16 && shape.head_dim == 128 && shape.page_size == 0 && items > sms &&
                      items <= 3 * sms;
   return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack, block_m, few, dense);
