@@ -134,16 +134,16 @@ struct CudaEvaluator::Impl {
     p.base = decode_params_for(c.shape, p.decision, p.spec, layout.max_pages);
 
     // The persistent grids: at most (SMs - sm_margin) x grid_ctas_per_sm CTAs (kernels/plan.hpp).
-    const int margin = p.decision.sm_margin;
-    const std::int64_t sms = dev.num_sms - margin;
-    p.decode_grid = static_cast<int>(
-        std::min<std::int64_t>(p.base.num_work_items, sms * grid_ctas_per_sm(p.decode->ctas_per_sm, margin)));
+    const auto persistent_grid = [&](std::int64_t ctas, int occupancy) {
+      const std::int64_t sms = dev.num_sms - p.decision.sm_margin;
+      return static_cast<int>(std::min<std::int64_t>(ctas, sms * grid_ctas_per_sm(occupancy, p.decision.sm_margin)));
+    };
+    p.decode_grid = persistent_grid(p.base.num_work_items, p.decode->ctas_per_sm);
     std::int64_t combine_ctas = 0;
     if (split) {
       const std::int64_t rows = std::int64_t{c.shape.batch} * c.shape.seqlen_q * c.shape.h_q;
       combine_ctas = (rows + combine_spec.rows_per_cta() - 1) / combine_spec.rows_per_cta();
-      p.combine_grid =
-          static_cast<int>(std::min<std::int64_t>(combine_ctas, sms * grid_ctas_per_sm(p.combine->ctas_per_sm, margin)));
+      p.combine_grid = persistent_grid(combine_ctas, p.combine->ctas_per_sm);
     }
 
     // The plan with this GPU's real kernel resources, and what is actually launched.

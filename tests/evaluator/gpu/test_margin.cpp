@@ -2,6 +2,8 @@
 // SMs, whatever the variant's occupancy, and the SMs the checked run used are in the row.
 #include "gpu_support.hpp"
 
+#include <evodispatch/kernels/plan.hpp>
+
 namespace evodispatch::gputest {
 namespace {
 
@@ -18,7 +20,7 @@ TEST(GpuMargin, TheGridRunsOnAtMostTheSmsTheMarginLeaves) {
       const int used = g.at("decode_sms").get<int>(), grid = g.at("decode_grid").get<int>();
       SCOPED_TRACE(describe(s) + " margin " + std::to_string(margin) + ": " + g.dump());
       EXPECT_LE(used, sms - margin);
-      EXPECT_LE(grid, std::max(1, sms - margin) * (margin > 0 ? 1 : g.at("decode_ctas_per_sm").get<int>()));
+      EXPECT_LE(grid, std::max(1, sms - margin) * grid_ctas_per_sm(g.at("decode_ctas_per_sm").get<int>(), margin));
       EXPECT_EQ(m.plan.at("grid_ctas"), g.at("decode_grid"));
       // Without a margin the hardware spreads the grid over the SMs before it stacks CTAs.
       if (margin == 0) {
