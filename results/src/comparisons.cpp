@@ -43,6 +43,24 @@ ComparisonRecord read_comparison(const sql::Statement& st) {
 }
 }  // namespace
 
+void set_measured(ComparisonRecord& r, const Comparison& cmp, BaselineSide side) {
+  const bool base_is_a = side == BaselineSide::a;
+  r.baseline_side = side;
+  r.pairs = cmp.pairs;
+  r.ok = cmp.ok && cmp.ratio > 0;
+  r.error = cmp.ok ? (cmp.ratio > 0 ? "" : "a ratio of 0") : cmp.error;
+  r.baseline_us = base_is_a ? cmp.a.median_us : cmp.b.median_us;
+  r.candidate_us = base_is_a ? cmp.b.median_us : cmp.a.median_us;
+  r.speedup = r.speedup_lo = r.speedup_hi = 0;
+  if (!r.ok) return;
+  const auto invert = [](double x) { return x > 0 ? 1.0 / x : 0.0; };
+  // ratio = time(a) / time(b): the speedup when a is the baseline, its inverse otherwise
+  // (the interval's ends swap with it).
+  r.speedup = base_is_a ? cmp.ratio : invert(cmp.ratio);
+  r.speedup_lo = base_is_a ? cmp.ratio_lo : invert(cmp.ratio_hi);
+  r.speedup_hi = base_is_a ? cmp.ratio_hi : invert(cmp.ratio_lo);
+}
+
 std::int64_t Comparisons::insert(const ComparisonRecord& r) {
   auto& c = detail::connection(*db_);
   sql::Transaction t(c);

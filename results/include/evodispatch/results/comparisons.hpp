@@ -9,11 +9,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/evaluator/measurement.hpp>
 #include <evodispatch/heuristics/contract.hpp>
 #include <evodispatch/results/database.hpp>
 
 namespace evodispatch::results {
+
+// Which side of Evaluator::compare(shape, a, b) ran the baseline. The evaluator's ratio is
+// time(a) / time(b); a row's speedup is always baseline / candidate, whatever the side.
+enum class BaselineSide { a, b };
 
 struct ComparisonRecord {
   std::int64_t id = 0;                     // filled on insert / read
@@ -25,6 +30,7 @@ struct ComparisonRecord {
   L2Mode l2 = L2Mode::cold;
   Decision candidate;                      // stored resolved
   Decision baseline;                       // stored resolved
+  BaselineSide baseline_side = BaselineSide::a;  // how the evaluator was called
   int attempt = 1;                         // 2: the re-measurement that confirms a first result
   bool ok = false;
   std::string error;
@@ -37,6 +43,12 @@ struct ComparisonRecord {
   nlohmann::json details = nlohmann::json::object();
   std::string created_at;                  // filled on read
 };
+
+// Fills the measured part of a row (ok, error, pairs, both medians, the speedup
+// baseline / candidate and its interval, baseline_side) from an evaluator comparison
+// whose baseline ran on `side`. The one place a comparison's direction is turned into a
+// speedup. A ratio of 0 is a failed row.
+void set_measured(ComparisonRecord&, const Comparison&, BaselineSide side);
 
 class Comparisons {
  public:
