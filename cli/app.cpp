@@ -44,6 +44,9 @@ int run(int argc, char** argv) {
   install_interrupt_handler();
   try {
     return action();
+  } catch (const UsageError& e) {
+    std::cerr << "evodispatch: " << e.what() << "\n";
+    return kUsage;
   } catch (const InputError& e) {
     std::cerr << "evodispatch: " << e.what() << "\n";
     return kFailure;

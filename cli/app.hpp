@@ -6,10 +6,20 @@
 
 #include <CLI/CLI.hpp>
 
+#include <evodispatch/heuristics/contract.hpp>
+
 namespace evodispatch::cli {
 
 // Exit codes of DESIGN.md §7.
 enum Exit : int { kOk = 0, kFailure = 1, kUsage = 2, kInterrupted = 130 };
+
+// A command line that asks for something impossible (a bad option value, options that
+// exclude each other, a missing choice): exit 2, like a parse error. Errors in what the
+// options point at (a file, a database, a script) stay InputErrors: exit 1.
+class UsageError : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 // A verb's body; returns the exit code. Exceptions are turned into codes by run().
 using Action = std::function<int()>;
