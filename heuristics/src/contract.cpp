@@ -73,6 +73,11 @@ Decision resolve(const Decision& d, const Shape& s) {
   return r;
 }
 
+std::uint64_t decision_code(const Decision& d) {
+  const std::uint64_t pack = !d.pack_gqa ? 0 : (*d.pack_gqa ? 1 : 2);
+  return static_cast<std::uint64_t>(d.num_splits) | (pack << 16) | (static_cast<std::uint64_t>(d.sm_margin) << 20);
+}
+
 std::optional<std::string> decision_error(const Decision& d, const DeviceInfo& hw) {
   if (d.num_splits < 1 || d.num_splits > kMaxSplits)
     return "num_splits must be in [1, " + std::to_string(kMaxSplits) + "], got " + std::to_string(d.num_splits);

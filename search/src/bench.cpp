@@ -1,30 +1,30 @@
 #include <evodispatch/search/bench.hpp>
 
 #include <algorithm>
-#include <cmath>
+#include <vector>
+
+#include <evodispatch/search/fitness.hpp>
 
 namespace evodispatch {
 
 void summarise(BenchReport& r) {
   BenchSummary& s = r.summary;
   s.shapes = static_cast<int>(r.rows.size());
-  double log_sum = 0;
-  int n = 0;
+  std::vector<double> speedups;
   for (const auto& row : r.rows) {
     if (!row.error.empty()) ++s.failed;
     if (row.baseline && row.baseline->ok() && row.candidate.ok() && !(row.baseline->decision == row.candidate.decision))
       ++s.changed;
     if (row.candidate_m && row.candidate_m->ok) s.candidate_total_us += row.candidate_m->median_us;
     if (!row.speedup) continue;
-    log_sum += std::log(*row.speedup);
-    ++n;
+    speedups.push_back(*row.speedup);
     if (!s.worst_speedup || *row.speedup < *s.worst_speedup) {
       s.worst_speedup = row.speedup;
       s.worst_shape = row.shape;
     }
     if (!s.best_speedup || *row.speedup > *s.best_speedup) s.best_speedup = row.speedup;
   }
-  if (n > 0) s.geomean_speedup = std::exp(log_sum / n);
+  if (!speedups.empty()) s.geomean_speedup = search::geomean(speedups);
 }
 
 BenchReport run_bench(Policy& candidate, Policy* baseline, const Workload& workload, StoredEvaluator& evaluator,

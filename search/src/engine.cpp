@@ -36,11 +36,15 @@ std::optional<std::string> profile_for(const DeviceInfo& hw) {
   return std::nullopt;
 }
 
+std::vector<int> all_shapes(std::size_t n) {
+  std::vector<int> all(n);
+  for (std::size_t i = 0; i < n; ++i) all[i] = static_cast<int>(i);
+  return all;
+}
+
 bool is_simulator(const Evaluator& e) { return e.spec().starts_with("sim:") || e.fingerprint().starts_with("sim:"); }
 
 }  // namespace
-
-nlohmann::json shape_json(const Shape& s) { return to_json(s); }
 
 // --- construction -----------------------------------------------------------------
 
@@ -149,12 +153,44 @@ void set_program(results::ProgramRecord& row, const Program& p) {
 }
 
 void SearchEngine::Impl::prepare() {
+  const auto setup_start = std::chrono::steady_clock::now();
   const auto run = results::Runs(*db).get(run_id);
   baseline_name = config.baseline;
   baseline_source = run->config.value("baseline_source", std::string());
   if (baseline_source.empty()) baseline_source = policy_source(baseline_name);
+  load_workload();
+  split = split_shapes(workload.shapes, config.split.validation_fraction, config.split.seed);
 
-  // The shapes as stored with the run (the workload file may have changed since).
+  Evaluator& ev = *options.evaluators.front();
+  const DeviceInfo& hw = ev.device();
+  features.clear();
+  for (const auto& s : workload.shapes) features.push_back(feature_values(s, hw));
+  cells = std::make_unique<CellSpace>(config.archive.rule_buckets, config.archive.regions);
+  train_regions.clear();
+  for (int i : split.train) train_regions.push_back(cells->region_of_shape(features[i]));
+  make_checkers(hw);
+
+  TimingOptions timing;
+  timing.l2 = *parse_l2_mode(config.l2);
+  measurer = std::make_unique<Measurer>(*db, options.evaluators, timing, workload.shapes, run_id);
+  report("setup", "reading stored measurements");
+  measurer->load();
+  measure_baseline();
+  auto oracle_table = measure_oracle(hw);
+  make_estimator(ev);
+  prepare_operators(std::move(oracle_table));
+
+  // The budget (stop.minutes) is search time: setup, which a later session answers
+  // from the store, is counted apart.
+  session_start = std::chrono::steady_clock::now();
+  session_setup_s = std::chrono::duration<double>(session_start - setup_start).count();
+  report("setup", "done in " + std::to_string(static_cast<long long>(session_setup_s + 0.5)) + " s, " +
+                      std::to_string(measurer->stats().measured) + " measurements taken; the search's clock starts now");
+}
+
+// The shapes as stored with the run (the workload file may have changed since).
+void SearchEngine::Impl::load_workload() {
+  const auto run = results::Runs(*db).get(run_id);
   workload = Workload{};
   workload.name = config.workload;
   if (run->workload_id) {
@@ -164,96 +200,83 @@ void SearchEngine::Impl::prepare() {
         workload.shapes.push_back(shape_from_json(shapes[i], "$.shapes[" + std::to_string(i) + "]"));
     }
   }
-  if (workload.shapes.empty()) workload = load_workload(config.workload);
-  const auto& shapes = workload.shapes;
-  if (shapes.size() < 2) throw InputError("workload " + workload.name + ": a search needs at least 2 shapes");
-  split = split_shapes(shapes, config.split.validation_fraction, config.split.seed);
+  if (workload.shapes.empty()) workload = evodispatch::load_workload(config.workload);
+  if (workload.shapes.size() < 2) throw InputError("workload " + workload.name + ": a search needs at least 2 shapes");
+}
 
-  Evaluator& ev = *options.evaluators.front();
-  const DeviceInfo& hw = ev.device();
-  features.clear();
-  for (const auto& s : shapes) features.push_back(feature_values(s, hw));
-  cells = std::make_unique<CellSpace>(config.archive.rule_buckets, config.archive.regions);
-  train_regions.clear();
-  for (int i : split.train) train_regions.push_back(cells->region_of_shape(features[i]));
-
+void SearchEngine::Impl::make_checkers(const DeviceInfo& hw) {
   SandboxLimits limits;
   limits.max_instructions = config.sandbox.max_instructions;
   limits.max_memory_bytes = config.sandbox.max_memory_bytes;
   std::vector<Shape> train_shapes;
-  for (int i : split.train) train_shapes.push_back(shapes[static_cast<std::size_t>(i)]);
+  for (int i : split.train) train_shapes.push_back(workload.shapes[static_cast<std::size_t>(i)]);
   checker = std::make_unique<Checker>(train_shapes, hw, limits, config.cascade.threads);
-  full_checker = std::make_unique<Checker>(shapes, hw, limits, config.cascade.threads);
+  full_checker = std::make_unique<Checker>(workload.shapes, hw, limits, config.cascade.threads);
+}
 
-  TimingOptions timing;
-  timing.l2 = *parse_l2_mode(config.l2);
-  measurer = std::make_unique<Measurer>(*db, options.evaluators, timing, shapes, run_id);
-  report("setup", "reading stored measurements");
-  measurer->load();
-
-  // The baseline, on every shape.
+// The baseline, on every shape.
+void SearchEngine::Impl::measure_baseline() {
   const CheckResult base = full_checker->check_full("baseline " + baseline_name, baseline_source);
   if (!base.ok) throw InputError("the baseline policy " + baseline_name + " fails: " + base.error);
   baseline_decisions = base.decisions;
-  std::vector<int> all(shapes.size());
-  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
   report("setup", "measuring the baseline");
-  baseline_us = latencies(baseline_decisions, all, *measurer);
-  for (std::size_t i = 0; i < shapes.size(); ++i)
+  baseline_us = latencies(baseline_decisions, all_shapes(workload.shapes.size()), *measurer);
+  for (std::size_t i = 0; i < workload.shapes.size(); ++i)
     if (!std::isfinite(baseline_us[i]))
-      throw InputError("the baseline policy " + baseline_name + " cannot be measured on " + describe(shapes[i]));
+      throw InputError("the baseline policy " + baseline_name + " cannot be measured on " + describe(workload.shapes[i]));
+}
 
-  // The oracle: the best decision of a bounded space, per shape, measured like any other.
+// The oracle: the best decision of a bounded space, per shape, measured like any other.
+// Its space always holds the baseline's own decision, so it never loses to it.
+std::vector<std::unordered_map<std::uint64_t, double>> SearchEngine::Impl::measure_oracle(const DeviceInfo& hw) {
   oracle_us.clear();
   oracle_decisions.clear();
-  std::vector<std::unordered_map<std::uint64_t, double>> oracle_table;
-  if (config.oracle.enabled) {
-    std::vector<LatencyRequest> requests;
-    const std::vector<int> splits = config.oracle.split_values();
-    for (std::size_t i = 0; i < shapes.size(); ++i)
-      for (int k : splits)
-        for (bool pack : config.oracle.pack_gqa)
-          for (int margin : config.oracle.sm_margins)
-            if (margin < hw.num_sms) requests.push_back({static_cast<int>(i), resolve(Decision{k, pack, margin}, shapes[i])});
-    report("setup", "measuring the oracle's decision space", 0, requests.size());
-    std::vector<double> us;
-    try {
-      us = measurer->latencies(requests, options.stop, [&](std::size_t d, std::size_t t) {
-        report("setup", "measuring the oracle's decision space", d, t);
-      });
-    } catch (const Measurer::Stopped&) {
-      interrupt();
-    }
-    oracle_us = baseline_us;
-    oracle_decisions = baseline_decisions;
-    oracle_table.assign(shapes.size(), {});
-    for (std::size_t i = 0; i < shapes.size(); ++i) oracle_table[i][decision_code(baseline_decisions[i])] = baseline_us[i];
-    for (std::size_t j = 0; j < requests.size(); ++j) {
-      const auto i = static_cast<std::size_t>(requests[j].shape);
-      if (!std::isfinite(us[j])) continue;
-      oracle_table[i][decision_code(requests[j].decision)] = us[j];
-      if (us[j] < oracle_us[i]) {
-        oracle_us[i] = us[j];
-        oracle_decisions[i] = requests[j].decision;
-      }
+  if (!config.oracle.enabled) return {};
+  const auto& shapes = workload.shapes;
+  std::vector<LatencyRequest> requests;
+  const std::vector<int> splits = config.oracle.split_values();
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    for (int k : splits)
+      for (bool pack : config.oracle.pack_gqa)
+        for (int margin : config.oracle.sm_margins)
+          if (margin < hw.num_sms) requests.push_back({static_cast<int>(i), resolve(Decision{k, pack, margin}, shapes[i])});
+  const std::string what = "measuring the oracle's decision space";
+  report("setup", what, 0, requests.size());
+  const auto us = measure(*measurer, requests, [&](std::size_t d, std::size_t t) { report("setup", what, d, t); });
+  oracle_us = baseline_us;
+  oracle_decisions = baseline_decisions;
+  std::vector<std::unordered_map<std::uint64_t, double>> table(shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) table[i][decision_code(baseline_decisions[i])] = baseline_us[i];
+  for (std::size_t j = 0; j < requests.size(); ++j) {
+    const auto i = static_cast<std::size_t>(requests[j].shape);
+    if (!std::isfinite(us[j])) continue;
+    table[i][decision_code(requests[j].decision)] = us[j];
+    if (us[j] < oracle_us[i]) {
+      oracle_us[i] = us[j];
+      oracle_decisions[i] = requests[j].decision;
     }
   }
+  return table;
+}
 
-  // The estimate stage, in front of a real device.
+// The estimate stage, in front of a real device.
+void SearchEngine::Impl::make_estimator(const Evaluator& ev) {
   estimator.reset();
   estimate_evaluator.reset();
   std::optional<std::string> profile;
   if (config.cascade.estimate.starts_with("sim:")) profile = config.cascade.estimate.substr(4);
-  else if (config.cascade.estimate == "auto" && !is_simulator(ev)) profile = profile_for(hw);
-  if (profile) {
-    estimate_evaluator = std::make_unique<SimulatorEvaluator>(load_sim_profile(*profile), "sim:" + *profile);
-    estimator = std::make_unique<Measurer>(*db, std::vector<Evaluator*>{estimate_evaluator.get()}, timing, shapes, run_id);
-    estimator->load();
-    // The estimate compares like with like: decisions are measured on the estimator's
-    // device exactly as the program decided them for the real one.
-    estimate_baseline_us = latencies(baseline_decisions, all, *estimator);
-  }
+  else if (config.cascade.estimate == "auto" && !is_simulator(ev)) profile = profile_for(ev.device());
+  if (!profile) return;
+  estimate_evaluator = std::make_unique<SimulatorEvaluator>(load_sim_profile(*profile), "sim:" + *profile);
+  estimator = std::make_unique<Measurer>(*db, std::vector<Evaluator*>{estimate_evaluator.get()}, measurer->timing(),
+                                         workload.shapes, run_id);
+  estimator->load();
+  // The estimate compares like with like: decisions are measured on the estimator's
+  // device exactly as the program decided them for the real one.
+  estimate_baseline_us = latencies(baseline_decisions, all_shapes(workload.shapes.size()), *estimator);
+}
 
+void SearchEngine::Impl::prepare_operators(std::vector<std::unordered_map<std::uint64_t, double>> oracle_table) {
   operators = OperatorContext{};
   operators.max_rules = config.decisions.max_rules;
   operators.max_splits = config.decisions.max_splits;
@@ -267,11 +290,18 @@ void SearchEngine::Impl::prepare() {
     operators.train_oracle.push_back(oracle_decisions[k]);
     operators.train_baseline_us.push_back(baseline_us[k]);
     operators.train_oracle_us.push_back(oracle_us[k]);
-    operators.train_table.push_back(oracle_table[k]);
+    operators.train_table.push_back(std::move(oracle_table[k]));
   }
-  oracle_table.clear();  // the operators keep the training shapes' part
   operators.prepare();
+}
 
+std::vector<double> SearchEngine::Impl::measure(Measurer& m, std::span<const LatencyRequest> requests,
+                                                const std::function<void(std::size_t, std::size_t)>& progress) {
+  try {
+    return m.latencies(requests, options.stop, progress);
+  } catch (const MeasurementStopped&) {
+    interrupt();
+  }
 }
 
 std::vector<double> SearchEngine::Impl::latencies(const std::vector<Decision>& decisions, const std::vector<int>& shapes,
@@ -279,11 +309,26 @@ std::vector<double> SearchEngine::Impl::latencies(const std::vector<Decision>& d
   std::vector<LatencyRequest> requests;
   requests.reserve(shapes.size());
   for (int i : shapes) requests.push_back({i, decisions[static_cast<std::size_t>(i)]});
-  try {
-    return m.latencies(requests, options.stop);
-  } catch (const Measurer::Stopped&) {
-    interrupt();
-  }
+  return measure(m, requests);
+}
+
+std::vector<LatencyRequest> SearchEngine::Impl::train_requests(const std::vector<Decision>& train_decisions) const {
+  std::vector<LatencyRequest> requests;
+  requests.reserve(split.train.size());
+  for (std::size_t k = 0; k < split.train.size(); ++k) requests.push_back({split.train[k], train_decisions[k]});
+  return requests;
+}
+
+std::vector<double> SearchEngine::Impl::at(const std::vector<double>& per_shape, const std::vector<int>& shapes) {
+  std::vector<double> out;
+  if (per_shape.empty()) return out;
+  out.reserve(shapes.size());
+  for (int s : shapes) out.push_back(per_shape[static_cast<std::size_t>(s)]);
+  return out;
+}
+
+const Shape& SearchEngine::Impl::shape_at(const std::vector<int>& split_shapes, int position) const {
+  return workload.shapes[static_cast<std::size_t>(split_shapes[static_cast<std::size_t>(position)])];
 }
 
 // --- state ------------------------------------------------------------------------
@@ -303,6 +348,7 @@ nlohmann::json SearchEngine::Impl::state_json() const {
           {"since_improvement", counters.since_improvement},
           {"empty_steps", counters.empty_steps},
           {"elapsed_s", counters.elapsed_s},
+          {"setup_s", counters.setup_s},
           {"islands", isl}};
 }
 
@@ -325,7 +371,9 @@ void SearchEngine::Impl::load_state(const nlohmann::json& j) {
   counters.since_improvement = r.required_integer("since_improvement");
   counters.empty_steps = r.integer("empty_steps").value_or(0);
   counters.elapsed_s = r.number("elapsed_s").value_or(0);
+  counters.setup_s = r.number("setup_s").value_or(0);
   elapsed_before = counters.elapsed_s;
+  setup_before = counters.setup_s;
   session_start = std::chrono::steady_clock::now();
   const auto* isl = r.member("islands");
   if (!isl || !isl->is_array()) throw InputError(r.path_of("islands") + ": expected an array");
@@ -340,6 +388,7 @@ void SearchEngine::Impl::load_state(const nlohmann::json& j) {
 
 void SearchEngine::Impl::save_state() {
   counters.elapsed_s = elapsed();
+  counters.setup_s = setup_seconds();
   results::Runs(*db).save_state(run_id, state_json());
 }
 
@@ -369,19 +418,20 @@ void SearchEngine::Impl::load_records() {
     auto it = records.find(e.program_id);
     if (it == records.end()) continue;
     Record& r = it->second;
+    const EvaluationDetails d = evaluation_details_from_json(e.details, "evaluation " + std::to_string(e.id) + " details");
     if (e.stage == "estimate") {
-      if (e.details.contains("score")) r.estimate_score = e.details["score"].get<double>();
+      if (d.score) r.estimate_score = d.score;
       continue;
     }
-    if (e.stage != "measured" || !e.details.contains("score")) continue;
+    if (e.stage != "measured" || !d.score) continue;
     r.scored = true;
-    r.feasible = e.details.value("feasible", false);
-    r.score = e.details["score"].get<double>();
+    r.feasible = d.feasible.value_or(false);
+    r.score = *d.score;
     r.geomean = e.fitness.value_or(0);
     r.worst = e.worst_speedup.value_or(0);
     r.oracle_fraction = e.oracle_fraction;
-    r.speedups = e.details.value("speedups", std::vector<double>{});
-    r.cell = e.details.value("cell", -1);
+    r.speedups = d.speedups.value_or(std::vector<double>{});
+    r.cell = d.cell.value_or(-1);
   }
 }
 
@@ -418,6 +468,8 @@ const std::vector<double>& SearchEngine::Impl::losses_of(const Record& r) const 
   }
   return r.losses;
 }
+
+double SearchEngine::Impl::setup_seconds() const { return setup_before + session_setup_s; }
 
 double SearchEngine::Impl::elapsed() const {
   return elapsed_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start).count();

@@ -4,7 +4,6 @@
 // re-measurement against the baseline before one is declared the winner. Every result
 // is a stored row, so a killed final phase resumes where it stopped.
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <set>
 
@@ -25,24 +24,76 @@ struct Finalist {
   double geomean = 0, worst = 0;
   bool feasible = false;
   std::optional<double> oracle_fraction;
-  nlohmann::json worst_shape;
+  std::optional<Shape> worst_shape;
   std::optional<bool> confirmed;  // unset: not confirmed (not in the top)
   double confirmed_geomean = 0, confirmed_worst = 0;
-  nlohmann::json confirmed_worst_shape;
+  std::optional<Shape> confirmed_worst_shape;
   int compared = 0;
   int changed = 0;  // workload shapes where it decides differently from the baseline
   std::vector<int> under_floor;  // shapes its confirmation measured under the floor
   std::optional<std::int64_t> refuted_by;  // skipped: a confirmed finalist failed its decision
+  bool usable() const { return ok && feasible; }
 };
 
-nlohmann::json split_figures(double geomean, double worst, const nlohmann::json& worst_shape,
+nlohmann::json optional_shape(const std::optional<Shape>& s) { return s ? to_json(*s) : nlohmann::json(nullptr); }
+
+nlohmann::json split_figures(double geomean, double worst, const std::optional<Shape>& worst_shape,
                              const std::optional<double>& oracle_fraction, std::size_t shapes) {
-  nlohmann::json j = {{"geomean", geomean}, {"worst", worst}, {"worst_shape", worst_shape}, {"shapes", shapes}};
+  nlohmann::json j = {{"geomean", geomean}, {"worst", worst}, {"worst_shape", optional_shape(worst_shape)}, {"shapes", shapes}};
   j["oracle_fraction"] = oracle_fraction ? nlohmann::json(*oracle_fraction) : nlohmann::json(nullptr);
   return j;
 }
 
+EvaluationDetails stored_details(const results::EvaluationRecord& e) {
+  return evaluation_details_from_json(e.details, "evaluation " + std::to_string(e.id) + " details");
+}
+
+// The (shape, decision) pairs a confirmation measured under the floor, and who did: a
+// later finalist making one of those decisions there is refuted without a measurement
+// (the top finalists are often one lineage sharing one weak decision).
+class Refutations {
+ public:
+  void add(const Finalist& f, const std::vector<Decision>& decisions) {
+    for (int s : f.under_floor) by_.emplace(std::pair{s, decision_code(decisions[static_cast<std::size_t>(s)])}, f.id);
+  }
+  std::optional<std::int64_t> find(const std::vector<Decision>& decisions, const std::vector<Decision>& baseline) const {
+    for (std::size_t s = 0; s < decisions.size(); ++s) {
+      if (decisions[s] == baseline[s]) continue;
+      auto it = by_.find({static_cast<int>(s), decision_code(decisions[s])});
+      if (it != by_.end()) return it->second;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::map<std::pair<int, std::uint64_t>, std::int64_t> by_;
+};
+
 }  // namespace
+
+// One final phase over the engine's state; results go to the store as they come.
+class FinalPhase {
+ public:
+  explicit FinalPhase(SearchEngine::Impl& e) : e_(e) {}
+  nlohmann::json run();
+
+ private:
+  Finalist validate(std::int64_t id);
+  Finalist measure_validation(Finalist f, const Program& p, const CheckResult& check);
+  void repair_finalists();
+  std::vector<std::size_t> rank() const;
+  void confirm(const std::vector<std::size_t>& order);
+  void confirm_one(Finalist& f);
+  void score_confirmation(Finalist& f, const std::vector<double>& speedup, bool all_ok);
+  results::ComparisonRecord compare_with_baseline(std::int64_t program, std::size_t shape, Evaluator& ev);
+  std::optional<std::size_t> pick_winner(const std::vector<std::size_t>& order) const;
+  nlohmann::json finalists_json(const std::vector<std::size_t>& order) const;
+
+  SearchEngine::Impl& e_;
+  std::vector<Finalist> fins_;
+  std::unordered_map<std::int64_t, std::vector<Decision>> decisions_of_;  // per workload shape
+  Refutations refutations_;
+};
 
 // The programs the validation split chooses among: the best `final.candidates` training
 // programs, counting programs that decide alike on every training shape once (they are
@@ -96,257 +147,294 @@ nlohmann::json SearchEngine::Impl::finish() {
     if (stop_reason.empty()) stop_reason = "requested";
     db->in_transaction([&] { save_state(); });
   }
-  results::Evaluations evaluations(*db);
-  const auto& shapes = workload.shapes;
+  return FinalPhase(*this).run();
+}
 
-  // Validation: every finalist checked end to end, then scored on the held-out shapes.
-  std::vector<double> base_val, oracle_val;
-  for (int s : split.validation) {
-    base_val.push_back(baseline_us[static_cast<std::size_t>(s)]);
-    if (!oracle_us.empty()) oracle_val.push_back(oracle_us[static_cast<std::size_t>(s)]);
-  }
-  std::vector<Finalist> fins;
-  std::unordered_map<std::int64_t, std::vector<Decision>> decisions_of;
-  auto validate = [&](std::int64_t id) {
-    Finalist f;
-    f.id = id;
-    const Program p = program_of(records.at(f.id));
-    const CheckResult check = full_checker->check_one(p);
-    decisions_of[f.id] = check.decisions;
-    for (std::size_t s = 0; s < check.decisions.size() && s < baseline_decisions.size(); ++s)
-      f.changed += check.decisions[s] == baseline_decisions[s] ? 0 : 1;
-    if (auto e = evaluations.find(f.id, results::Split::validation, "measured")) {
-      f.ok = e->fitness.has_value();
-      f.error = e->error;
-      f.feasible = e->ok;
-      f.geomean = e->fitness.value_or(0);
-      f.worst = e->worst_speedup.value_or(0);
-      f.oracle_fraction = e->oracle_fraction;
-      f.score = e->details.value("score", kFailedScore);
-      f.worst_shape = e->details.value("worst_shape", nlohmann::json(nullptr));
-      return f;
-    }
-    results::EvaluationRecord e;
-    e.program_id = f.id;
-    e.split = results::Split::validation;
-    e.stage = "measured";
-    e.shapes = static_cast<int>(split.validation.size());
-    const CheckResult full = full_checker->check_full("program " + std::to_string(f.id), render_lua(p));
-    if (!full.ok) {
-      f.error = "full sandbox check: " + full.error;
-    } else if (!check.ok || full.decisions != check.decisions) {
-      f.error = "the full program decides differently from its checked rules";
-    } else {
-      const auto us = latencies(check.decisions, split.validation, *measurer);
-      const Fitness fit = score_latencies(base_val, us, oracle_val, fitness_options());
-      f.ok = fit.ok;
-      f.error = fit.error;
-      f.feasible = fit.feasible;
-      f.score = fit.score;
-      f.geomean = fit.geomean;
-      f.worst = fit.worst;
-      f.oracle_fraction = fit.oracle_fraction;
-      if (fit.ok) {
-        f.worst_shape = to_json(shapes[static_cast<std::size_t>(split.validation[fit.worst_index])]);
-        e.fitness = fit.geomean;
-        e.worst_speedup = fit.worst;
-        e.oracle_fraction = fit.oracle_fraction;
-      }
-      e.details = {{"score", fit.score}, {"feasible", fit.feasible}, {"speedups", fit.speedups},
-                   {"worst_shape", f.worst_shape}};
-    }
-    e.ok = f.ok && f.feasible;
-    e.error = f.error;
-    db->in_transaction([&] { evaluations.insert(e); });
-    return f;
-  };
-  const auto ids = finalists();
+nlohmann::json FinalPhase::run() {
+  const auto ids = e_.finalists();
   for (std::size_t k = 0; k < ids.size(); ++k) {
-    if (stop_requested()) interrupt();
-    report("validation", "", k, ids.size());
-    fins.push_back(validate(ids[k]));
+    if (e_.stop_requested()) e_.interrupt();
+    e_.report("validation", "", k, ids.size());
+    fins_.push_back(validate(ids[k]));
   }
+  repair_finalists();
+  const auto order = rank();
+  confirm(order);
+  const auto winner = pick_winner(order);
 
-  // Repair: the best training programs that put a validation shape under the floor lose
-  // the rules that decided those shapes (a rule fitted to training points that reaches
-  // an unseen shape it should not), until none is under the floor; what is left is a new
-  // program, scored on the training shapes like any other (stored with origin "repair")
-  // and validated. Deterministic, so a resumed final phase derives the same programs and
-  // finds them stored. The validation split chose which rules to drop: the repaired
-  // program's validation figures are a selection, like the choice among the finalists.
-  const std::size_t validated = fins.size();
+  nlohmann::json result = e_.summary(winner ? std::optional(fins_[*winner].id) : std::nullopt, finalists_json(order));
+  if (winner) {
+    const Finalist& f = fins_[*winner];
+    auto& w = result["winner"];
+    w["validation"] = split_figures(f.geomean, f.worst, f.worst_shape, f.oracle_fraction, e_.split.validation.size());
+    if (f.confirmed)
+      w["confirmed"] = {{"geomean", f.confirmed_geomean}, {"worst", f.confirmed_worst},
+                        {"worst_shape", optional_shape(f.confirmed_worst_shape)}, {"shapes_compared", f.compared},
+                        {"pairs", e_.config.final.confirm_pairs}};
+  }
+  e_.phase = "done";
+  e_.db->in_transaction([&] {
+    e_.save_state();
+    results::Runs(*e_.db).finish(e_.run_id, results::RunStatus::finished, result);
+  });
+  e_.report("done");
+  return result;
+}
+
+// A finalist checked end to end, then scored on the held-out shapes (or its stored
+// validation, when a killed final phase already took it).
+Finalist FinalPhase::validate(std::int64_t id) {
+  Finalist f;
+  f.id = id;
+  const Program p = e_.program_of(e_.records.at(id));
+  const CheckResult check = e_.full_checker->check_one(p);
+  decisions_of_[id] = check.decisions;
+  for (std::size_t s = 0; s < check.decisions.size() && s < e_.baseline_decisions.size(); ++s)
+    f.changed += check.decisions[s] == e_.baseline_decisions[s] ? 0 : 1;
+  if (auto stored = results::Evaluations(*e_.db).find(id, results::Split::validation, "measured")) {
+    const EvaluationDetails d = stored_details(*stored);
+    f.ok = stored->fitness.has_value();
+    f.error = stored->error;
+    f.feasible = stored->ok;
+    f.geomean = stored->fitness.value_or(0);
+    f.worst = stored->worst_speedup.value_or(0);
+    f.oracle_fraction = stored->oracle_fraction;
+    f.score = d.score.value_or(kFailedScore);
+    f.worst_shape = d.worst_shape;
+    return f;
+  }
+  return measure_validation(std::move(f), p, check);
+}
+
+Finalist FinalPhase::measure_validation(Finalist f, const Program& p, const CheckResult& check) {
+  const auto& validation = e_.split.validation;
+  results::EvaluationRecord e;
+  e.program_id = f.id;
+  e.split = results::Split::validation;
+  e.stage = "measured";
+  e.shapes = static_cast<int>(validation.size());
+  const CheckResult full = e_.full_checker->check_full("program " + std::to_string(f.id), render_lua(p));
+  if (!full.ok) {
+    f.error = "full sandbox check: " + full.error;
+  } else if (!check.ok || full.decisions != check.decisions) {
+    f.error = "the full program decides differently from its checked rules";
+  } else {
+    const auto us = e_.latencies(check.decisions, validation, *e_.measurer);
+    const Fitness fit = score_latencies(SearchEngine::Impl::at(e_.baseline_us, validation), us,
+                                        SearchEngine::Impl::at(e_.oracle_us, validation), e_.fitness_options());
+    f.ok = fit.ok;
+    f.error = fit.error;
+    f.feasible = fit.feasible;
+    f.score = fit.score;
+    f.geomean = fit.geomean;
+    f.worst = fit.worst;
+    f.oracle_fraction = fit.oracle_fraction;
+    if (fit.ok) {
+      f.worst_shape = e_.shape_at(validation, fit.worst_index);
+      e.fitness = fit.geomean;
+      e.worst_speedup = fit.worst;
+      e.oracle_fraction = fit.oracle_fraction;
+    }
+    EvaluationDetails d;
+    d.score = fit.score;
+    d.feasible = fit.feasible;
+    d.speedups = fit.speedups;
+    d.worst_shape = f.worst_shape;
+    e.details = to_json(d);
+  }
+  e.ok = f.usable();
+  e.error = f.error;
+  e_.db->in_transaction([&] { results::Evaluations(*e_.db).insert(e); });
+  return f;
+}
+
+// Repair: the best training programs that put a validation shape under the floor lose
+// the rules that decided those shapes (a rule fitted to training points that reaches
+// an unseen shape it should not), until none is under the floor; what is left is a new
+// program, scored on the training shapes like any other (stored with origin "repair")
+// and validated. Deterministic, so a resumed final phase derives the same programs and
+// finds them stored. The validation split chose which rules to drop: the repaired
+// program's validation figures are a selection, like the choice among the finalists.
+void FinalPhase::repair_finalists() {
+  const std::size_t validated = fins_.size();
   int repairs = 0;
-  for (std::size_t k = 0; k < validated && repairs < config.final.repair; ++k) {
-    if (!fins[k].ok || fins[k].feasible) continue;
+  for (std::size_t k = 0; k < validated && repairs < e_.config.final.repair; ++k) {
+    if (!fins_[k].ok || fins_[k].feasible) continue;
     ++repairs;
-    if (stop_requested()) interrupt();
-    report("validation", "repairing", static_cast<std::size_t>(repairs - 1), static_cast<std::size_t>(config.final.repair));
-    const std::int64_t parent = fins[k].id;
-    const auto repaired = repair(program_of(records.at(parent)));
+    if (e_.stop_requested()) e_.interrupt();
+    e_.report("validation", "repairing", static_cast<std::size_t>(repairs - 1),
+              static_cast<std::size_t>(e_.config.final.repair));
+    const std::int64_t parent = fins_[k].id;
+    const auto repaired = e_.repair(e_.program_of(e_.records.at(parent)));
     if (!repaired) continue;
-    const std::int64_t id = store_repaired(*repaired, parent);
+    const std::int64_t id = e_.store_repaired(*repaired, parent);
     if (id == 0) continue;
-    const Record& r = records.at(id);
+    const Record& r = e_.records.at(id);
     if (!r.feasible || r.geomean < 1.0) continue;
-    if (std::any_of(fins.begin(), fins.end(), [&](const Finalist& f) { return f.id == id; })) continue;
-    fins.push_back(validate(id));
+    if (std::any_of(fins_.begin(), fins_.end(), [&](const Finalist& f) { return f.id == id; })) continue;
+    fins_.push_back(validate(id));
   }
+}
 
-  // Rank: feasible on validation first, then the validation score, then the program that
-  // changes fewer shapes (less to go wrong on shapes nobody measured), then training.
-  std::vector<std::size_t> order(fins.size());
+// Feasible on validation first, then the validation score, then the program that
+// changes fewer shapes (less to go wrong on shapes nobody measured), then training.
+std::vector<std::size_t> FinalPhase::rank() const {
+  std::vector<std::size_t> order(fins_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const Finalist &x = fins[a], &y = fins[b];
-    const bool fx = x.ok && x.feasible, fy = y.ok && y.feasible;
-    if (fx != fy) return fx;
+    const Finalist &x = fins_[a], &y = fins_[b];
+    if (x.usable() != y.usable()) return x.usable();
     if (x.score != y.score) return x.score > y.score;
     if (x.changed != y.changed) return x.changed < y.changed;
     return false;  // stable: the training order decides
   });
+  return order;
+}
 
-  // Confirmation: the best validated programs against the baseline, interleaved, on
-  // every shape where they decide differently (elsewhere they run the same kernel),
-  // through Evaluator::compare (interleaved replays on a GPU; on the simulator, whose
-  // rows are exact, the ratio of two measurements).
-  // A (shape, decision) that a confirmation measured under the floor refutes every later
-  // finalist making that decision there: it is skipped, and the next one confirmed (the
-  // top finalists are often one lineage sharing one weak decision).
-  std::map<std::pair<int, std::uint64_t>, std::int64_t> refuted_by;
-  auto refuter = [&](const Finalist& f) -> std::optional<std::int64_t> {
-    const auto& decisions = decisions_of.at(f.id);
-    for (std::size_t s = 0; s < shapes.size(); ++s) {
-      if (decisions[s] == baseline_decisions[s]) continue;
-      auto it = refuted_by.find({static_cast<int>(s), decision_code(decisions[s])});
-      if (it != refuted_by.end()) return it->second;
-    }
-    return std::nullopt;
-  };
-  auto refute = [&](const Finalist& f) {
-    for (int s : f.under_floor)
-      refuted_by.emplace(std::pair{s, decision_code(decisions_of.at(f.id)[static_cast<std::size_t>(s)])}, f.id);
-  };
+// Confirmation: the best validated programs against the baseline, interleaved, on
+// every shape where they decide differently (elsewhere they run the same kernel),
+// through Evaluator::compare (interleaved replays on a GPU; on the simulator, whose
+// rows are exact, the ratio of two measurements).
+void FinalPhase::confirm(const std::vector<std::size_t>& order) {
+  const auto& cfg = e_.config.final;
   int confirmed_count = 0;
-  for (std::size_t rank = 0; rank < order.size() && confirmed_count < config.final.confirm_top; ++rank) {
-    Finalist& f = fins[order[rank]];
-    if (!(f.ok && f.feasible)) break;
-    if ((f.refuted_by = refuter(f))) continue;
+  for (std::size_t rank = 0; rank < order.size() && confirmed_count < cfg.confirm_top; ++rank) {
+    Finalist& f = fins_[order[rank]];
+    if (!f.usable()) break;
+    if ((f.refuted_by = refutations_.find(decisions_of_.at(f.id), e_.baseline_decisions))) continue;
     ++confirmed_count;
-    if (stop_requested()) interrupt();
-    report("confirmation", "", static_cast<std::size_t>(confirmed_count - 1),
-           static_cast<std::size_t>(config.final.confirm_top));
-    if (auto e = evaluations.find(f.id, results::Split::validation, "confirmed")) {
-      f.confirmed = e->ok;
-      f.confirmed_geomean = e->fitness.value_or(0);
-      f.confirmed_worst = e->worst_speedup.value_or(0);
-      f.confirmed_worst_shape = e->details.value("worst_shape", nlohmann::json(nullptr));
-      f.compared = e->details.value("compared", 0);
-      f.under_floor = e->details.value("under_floor", std::vector<int>{});
-      refute(f);
-      continue;
+    if (e_.stop_requested()) e_.interrupt();
+    e_.report("confirmation", "", static_cast<std::size_t>(confirmed_count - 1), static_cast<std::size_t>(cfg.confirm_top));
+    if (auto stored = results::Evaluations(*e_.db).find(f.id, results::Split::validation, "confirmed")) {
+      const EvaluationDetails d = stored_details(*stored);
+      f.confirmed = stored->ok;
+      f.confirmed_geomean = stored->fitness.value_or(0);
+      f.confirmed_worst = stored->worst_speedup.value_or(0);
+      f.confirmed_worst_shape = d.worst_shape;
+      f.compared = d.compared.value_or(0);
+      f.under_floor = d.under_floor.value_or(std::vector<int>{});
+    } else {
+      confirm_one(f);
     }
-    const auto& decisions = decisions_of.at(f.id);
-    std::vector<double> speedup(shapes.size(), 1.0);
-    std::vector<results::ComparisonRecord> rows;
-    bool all_ok = true;
-    for (std::size_t s = 0; s < shapes.size(); ++s) {
-      if (decisions[s] == baseline_decisions[s]) continue;
-      Evaluator& ev = *options.evaluators[rows.size() % options.evaluators.size()];
-      // compare(a = baseline, b = candidate): its ratio time(a) / time(b) is the speedup.
-      Comparison cmp;
-      try {
-        cmp = ev.compare(shapes[s], baseline_decisions[s], decisions[s], measurer->timing(), config.final.confirm_pairs);
-      } catch (const std::exception& ex) {
-        cmp.ok = false;
-        cmp.error = std::string("the evaluator failed: ") + ex.what();
-      }
-      results::ComparisonRecord c;
-      c.run_id = run_id;
-      c.program_id = f.id;
-      c.shape = shapes[s];
-      c.device = ev.fingerprint();
-      c.kernel_build = ev.kernel_build();
-      c.l2 = measurer->timing().l2;
-      c.candidate = decisions[s];
-      c.baseline = baseline_decisions[s];
-      c.ok = cmp.ok && cmp.ratio > 0;
-      c.error = cmp.ok ? (cmp.ratio > 0 ? "" : "a ratio of 0") : cmp.error;
-      c.pairs = cmp.pairs;
-      if (c.ok) {
-        c.baseline_us = cmp.a.median_us;
-        c.candidate_us = cmp.b.median_us;
-        c.speedup = cmp.ratio;
-        c.speedup_lo = cmp.ratio_lo;
-        c.speedup_hi = cmp.ratio_hi;
-        speedup[s] = c.speedup;
-      } else {
-        all_ok = false;
-        speedup[s] = 0;
-      }
-      const bool validation = std::binary_search(split.validation.begin(), split.validation.end(), static_cast<int>(s));
-      c.details = {{"split", validation ? "validation" : "train"}};
-      rows.push_back(std::move(c));
-    }
-    // The confirmed figures: validation shapes for the geomean, every shape for the floor.
-    double log_sum = 0;
-    f.confirmed_worst = 0;
-    int worst_at = -1, below = 0;
-    for (int s : split.validation) {
-      const double v = speedup[static_cast<std::size_t>(s)];
-      log_sum += v > 0 ? std::log(v) : -1e9;
-      if (worst_at < 0 || v < f.confirmed_worst) {
-        f.confirmed_worst = v;
-        worst_at = s;
-      }
-    }
-    f.under_floor.clear();
-    for (std::size_t s = 0; s < shapes.size(); ++s) {
-      if (speedup[s] >= config.fitness.floor) continue;
-      ++below;  // a failed re-measurement (0) counts, but refutes no decision
-      if (speedup[s] > 0) f.under_floor.push_back(static_cast<int>(s));
-    }
-    f.confirmed_geomean = std::exp(log_sum / static_cast<double>(split.validation.size()));
-    f.confirmed_worst_shape = worst_at >= 0 ? to_json(shapes[static_cast<std::size_t>(worst_at)]) : nlohmann::json(nullptr);
-    f.compared = static_cast<int>(rows.size());
-    f.confirmed = all_ok && below == 0;
-    results::EvaluationRecord e;
-    e.program_id = f.id;
-    e.split = results::Split::validation;
-    e.stage = "confirmed";
-    e.shapes = static_cast<int>(split.validation.size());
-    e.ok = *f.confirmed;
-    if (!all_ok) e.error = "a re-measurement failed";
-    else if (below) e.error = std::to_string(below) + " shape(s) under the floor when re-measured";
-    e.fitness = f.confirmed_geomean;
-    e.worst_speedup = f.confirmed_worst;
-    e.details = {{"compared", f.compared}, {"worst_shape", f.confirmed_worst_shape}, {"below_floor", below},
-                 {"under_floor", f.under_floor}, {"pairs", config.final.confirm_pairs}};
-    refute(f);
-    db->in_transaction([&] {
-      results::Comparisons comparisons(*db);
-      for (const auto& row : rows) comparisons.insert(row);
-      evaluations.insert(e);
-    });
+    refutations_.add(f, decisions_of_.at(f.id));
   }
+}
 
-  // The winner: the best confirmed program (by its confirmed validation speedup), or
-  // without confirmation the best validated one.
+void FinalPhase::confirm_one(Finalist& f) {
+  const auto& shapes = e_.workload.shapes;
+  const auto& decisions = decisions_of_.at(f.id);
+  std::vector<double> speedup(shapes.size(), 1.0);
+  std::vector<results::ComparisonRecord> rows;
+  bool all_ok = true;
+  for (std::size_t s = 0; s < shapes.size(); ++s) {
+    if (decisions[s] == e_.baseline_decisions[s]) continue;
+    Evaluator& ev = *e_.options.evaluators[rows.size() % e_.options.evaluators.size()];
+    rows.push_back(compare_with_baseline(f.id, s, ev));
+    speedup[s] = rows.back().ok ? rows.back().speedup : 0;
+    all_ok = all_ok && rows.back().ok;
+  }
+  f.compared = static_cast<int>(rows.size());
+  score_confirmation(f, speedup, all_ok);
+
+  results::EvaluationRecord e;
+  e.program_id = f.id;
+  e.split = results::Split::validation;
+  e.stage = "confirmed";
+  e.shapes = static_cast<int>(e_.split.validation.size());
+  e.ok = *f.confirmed;
+  const int below = static_cast<int>(std::count_if(speedup.begin(), speedup.end(),
+                                                   [&](double v) { return v < e_.config.fitness.floor; }));
+  if (!all_ok) e.error = "a re-measurement failed";
+  else if (below) e.error = std::to_string(below) + " shape(s) under the floor when re-measured";
+  e.fitness = f.confirmed_geomean;
+  e.worst_speedup = f.confirmed_worst;
+  EvaluationDetails d;
+  d.compared = f.compared;
+  d.worst_shape = f.confirmed_worst_shape;
+  d.below_floor = below;
+  d.under_floor = f.under_floor;
+  d.pairs = e_.config.final.confirm_pairs;
+  e.details = to_json(d);
+  e_.db->in_transaction([&] {
+    results::Comparisons comparisons(*e_.db);
+    for (const auto& row : rows) comparisons.insert(row);
+    results::Evaluations(*e_.db).insert(e);
+  });
+}
+
+// The confirmed figures: validation shapes for the geomean, every shape for the floor.
+// A failed re-measurement (speedup 0) is under the floor but refutes no decision.
+void FinalPhase::score_confirmation(Finalist& f, const std::vector<double>& speedup, bool all_ok) {
+  const auto& validation = e_.split.validation;
+  std::vector<double> on_validation;
+  int worst_at = -1;
+  for (int s : validation) {
+    const double v = speedup[static_cast<std::size_t>(s)];
+    on_validation.push_back(v > 0 ? v : 0);
+    if (worst_at < 0 || v < f.confirmed_worst) {
+      f.confirmed_worst = v;
+      worst_at = s;
+    }
+  }
+  f.under_floor.clear();
+  bool below = false;
+  for (std::size_t s = 0; s < speedup.size(); ++s) {
+    if (speedup[s] >= e_.config.fitness.floor) continue;
+    below = true;
+    if (speedup[s] > 0) f.under_floor.push_back(static_cast<int>(s));
+  }
+  f.confirmed_geomean = geomean(on_validation);
+  f.confirmed_worst_shape = worst_at >= 0 ? std::optional(e_.workload.shapes[static_cast<std::size_t>(worst_at)]) : std::nullopt;
+  f.confirmed = all_ok && !below;
+}
+
+// compare(a = baseline, b = candidate), interleaved; the row's speedup from set_measured.
+results::ComparisonRecord FinalPhase::compare_with_baseline(std::int64_t program, std::size_t s, Evaluator& ev) {
+  const Shape& shape = e_.workload.shapes[s];
+  const Decision& base = e_.baseline_decisions[s];
+  const Decision& cand = decisions_of_.at(program)[s];
+  Comparison cmp;
+  try {
+    cmp = ev.compare(shape, base, cand, e_.measurer->timing(), e_.config.final.confirm_pairs);
+  } catch (const std::exception& ex) {
+    cmp.ok = false;
+    cmp.error = std::string("the evaluator failed: ") + ex.what();
+  }
+  results::ComparisonRecord c;
+  c.run_id = e_.run_id;
+  c.program_id = program;
+  c.shape = shape;
+  c.device = ev.fingerprint();
+  c.kernel_build = ev.kernel_build();
+  c.l2 = e_.measurer->timing().l2;
+  c.candidate = cand;
+  c.baseline = base;
+  results::set_measured(c, cmp, results::BaselineSide::a);
+  const auto& validation = e_.split.validation;
+  const bool held_out = std::binary_search(validation.begin(), validation.end(), static_cast<int>(s));
+  c.details = {{"split", held_out ? "validation" : "train"}};
+  return c;
+}
+
+// The best confirmed program (by its confirmed validation speedup), or without
+// confirmation the best validated one.
+std::optional<std::size_t> FinalPhase::pick_winner(const std::vector<std::size_t>& order) const {
   std::optional<std::size_t> winner;
-  for (std::size_t rank = 0; rank < order.size(); ++rank) {
-    const Finalist& f = fins[order[rank]];
-    if (!(f.ok && f.feasible)) break;
-    if (config.final.confirm_top == 0) {
-      winner = order[rank];
-      break;
-    }
+  for (std::size_t i : order) {
+    const Finalist& f = fins_[i];
+    if (!f.usable()) break;
+    if (e_.config.final.confirm_top == 0) return i;
     if (!f.confirmed || !*f.confirmed) continue;
-    if (!winner || f.confirmed_geomean > fins[*winner].confirmed_geomean) winner = order[rank];
+    if (!winner || f.confirmed_geomean > fins_[*winner].confirmed_geomean) winner = i;
   }
+  return winner;
+}
 
-  nlohmann::json fin_json = nlohmann::json::array();
-  for (std::size_t rank = 0; rank < order.size(); ++rank) {
-    const Finalist& f = fins[order[rank]];
-    const Record& r = records.at(f.id);
+nlohmann::json FinalPhase::finalists_json(const std::vector<std::size_t>& order) const {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t i : order) {
+    const Finalist& f = fins_[i];
+    const Record& r = e_.records.at(f.id);
     nlohmann::json j = {{"program_id", f.id}, {"rules", static_cast<int>(r.rules.size())}, {"changed_shapes", f.changed},
                         {"train_geomean", r.geomean}, {"train_worst", r.worst}};
     if (f.ok) {
@@ -362,30 +450,13 @@ nlohmann::json SearchEngine::Impl::finish() {
       j["confirmed_worst"] = f.confirmed_worst;
       if (!f.under_floor.empty()) {
         j["under_floor"] = nlohmann::json::array();
-        for (int s : f.under_floor) j["under_floor"].push_back(to_json(shapes[static_cast<std::size_t>(s)]));
+        for (int s : f.under_floor) j["under_floor"].push_back(to_json(e_.workload.shapes[static_cast<std::size_t>(s)]));
       }
     }
     if (f.refuted_by) j["refuted_by"] = *f.refuted_by;
-    fin_json.push_back(j);
+    out.push_back(j);
   }
-
-  nlohmann::json result = summary(winner ? std::optional<std::int64_t>(fins[*winner].id) : std::nullopt, fin_json);
-  if (winner) {
-    const Finalist& f = fins[*winner];
-    auto& w = result["winner"];
-    w["validation"] = split_figures(f.geomean, f.worst, f.worst_shape, f.oracle_fraction, split.validation.size());
-    if (f.confirmed)
-      w["confirmed"] = {{"geomean", f.confirmed_geomean}, {"worst", f.confirmed_worst},
-                        {"worst_shape", f.confirmed_worst_shape}, {"shapes_compared", f.compared},
-                        {"pairs", config.final.confirm_pairs}};
-  }
-  phase = "done";
-  db->in_transaction([&] {
-    save_state();
-    results::Runs(*db).finish(run_id, results::RunStatus::finished, result);
-  });
-  report("done");
-  return result;
+  return out;
 }
 
 std::optional<Program> SearchEngine::Impl::repair(Program p) {
@@ -410,113 +481,22 @@ std::optional<Program> SearchEngine::Impl::repair(Program p) {
   return std::nullopt;
 }
 
+// A repaired program goes through the step's cascade and commit like any candidate,
+// admitted as a repair; a program already stored is found by its hash.
 std::int64_t SearchEngine::Impl::store_repaired(const Program& p, std::int64_t parent_id) {
   const Record& parent = records.at(parent_id);
-  const std::string key = base_key_for(p, &parent);
-  const std::string hash = program_hash(p, key);
-  if (hashes.count(hash)) {
-    for (const auto& [id, r] : records)
-      if (r.hash == hash) return r.scored ? id : 0;
-    return 0;
-  }
-  const CheckResult check = checker->check_one(p);  // split.train order
-  if (!check.ok) return 0;
-  std::vector<LatencyRequest> requests;
-  std::vector<double> base_train, oracle_train;
-  for (std::size_t k = 0; k < split.train.size(); ++k) {
-    const auto s = static_cast<std::size_t>(split.train[k]);
-    requests.push_back({split.train[k], check.decisions[k]});
-    base_train.push_back(baseline_us[s]);
-    if (!oracle_us.empty()) oracle_train.push_back(oracle_us[s]);
-  }
-  std::vector<double> us;
-  try {
-    us = measurer->latencies(requests, options.stop);
-  } catch (const Measurer::Stopped&) {
-    interrupt();
-  }
-  const Fitness f = score_latencies(base_train, us, oracle_train, fitness_options());
-  // With an estimate stage, its row too (a repaired program is measured whatever it
-  // estimates: there are few of them), so every measured program has one.
-  std::optional<Fitness> estimate;
-  if (estimator) {
-    std::vector<double> est_base;
-    for (int s : split.train) est_base.push_back(estimate_baseline_us[static_cast<std::size_t>(s)]);
-    std::vector<double> est_us;
-    try {
-      est_us = estimator->latencies(requests, options.stop);
-    } catch (const Measurer::Stopped&) {
-      interrupt();
-    }
-    estimate = score_latencies(est_base, est_us, {}, fitness_options());
-  }
-
-  Record rec;
-  rec.hash = hash;
-  rec.has_program = true;
-  rec.rules = p.rules;
-  rec.base_name = p.base_name;
-  rec.base_key = key;
-  rec.origin = "repair";
-  rec.island = parent.island;
-  rec.generation = parent.generation + 1;
-  rec.scored = true;
-  rec.feasible = f.feasible;
-  rec.score = f.score;
-  rec.geomean = f.geomean;
-  rec.worst = f.worst;
-  rec.oracle_fraction = f.oracle_fraction;
-  rec.speedups = f.speedups;
-  if (estimate) rec.estimate_score = estimate->score;
-  db->in_transaction([&] {
-    results::ProgramRecord pr;
-    pr.run_id = run_id;
-    pr.hash = hash;
-    pr.parents = {parent_id};
-    pr.origin = rec.origin;
-    pr.island = rec.island;
-    pr.generation = rec.generation;
-    set_program(pr, p);
-    rec.id = results::Programs(*db).insert(pr).id;
-    results::EvaluationRecord e;
-    e.program_id = rec.id;
-    e.split = results::Split::train;
-    e.stage = "measured";
-    e.shapes = static_cast<int>(split.train.size());
-    e.ok = f.feasible;
-    e.error = f.error;
-    if (f.ok) {
-      e.fitness = f.geomean;
-      e.worst_speedup = f.worst;
-      e.oracle_fraction = f.oracle_fraction;
-    }
-    e.details = {{"score", f.score}, {"feasible", f.feasible}, {"cell", -1}, {"below_floor", f.below_floor},
-                 {"speedups", f.speedups}};
-    if (f.ok) e.details["worst_shape"] = to_json(workload.shapes[static_cast<std::size_t>(split.train[f.worst_index])]);
-    results::Evaluations(*db).insert(e);
-    if (estimate) {
-      results::EvaluationRecord x;
-      x.program_id = rec.id;
-      x.split = results::Split::train;
-      x.stage = "estimate";
-      x.shapes = static_cast<int>(split.train.size());
-      x.ok = true;
-      x.error = estimate->error;
-      if (estimate->ok) {
-        x.fitness = estimate->geomean;
-        x.worst_speedup = estimate->worst;
-      }
-      x.details = {{"score", estimate->score}, {"device", estimate_evaluator->fingerprint()}, {"repair", true}};
-      results::Evaluations(*db).insert(x);
-    }
-    ++counters.evaluations;
-    save_state();
-  });
-  bases.try_emplace(key, p.base_source);
-  hashes.insert(hash);
-  const std::int64_t id = rec.id;
-  records.emplace(id, std::move(rec));
-  return id;
+  Candidate c;
+  c.program = p;
+  c.base_key = base_key_for(p, &parent);
+  c.hash = program_hash(p, c.base_key);
+  c.parents = {parent_id};
+  c.origin = "repair";
+  c.island = parent.island;
+  c.generation = parent.generation + 1;
+  if (!hashes.count(c.hash)) evaluate_and_commit({c}, Admission::repair);
+  for (const auto& [id, r] : records)
+    if (r.hash == c.hash) return r.scored ? id : 0;
+  return 0;
 }
 
 nlohmann::json SearchEngine::Impl::summary(std::optional<std::int64_t> winner, const nlohmann::json& finalists_json) const {
@@ -528,7 +508,7 @@ nlohmann::json SearchEngine::Impl::summary(std::optional<std::int64_t> winner, c
   };
   results::MeasurementFilter mf;
   mf.run_id = run_id;
-  const auto run = results::Runs(*db).get(run_id);
+  const double setup = setup_seconds(), search = elapsed();
   nlohmann::json j = {
       {"run_id", run_id},
       {"database", db->path()},
@@ -546,7 +526,9 @@ nlohmann::json SearchEngine::Impl::summary(std::optional<std::int64_t> winner, c
       {"duplicates", counters.duplicates},
       {"failures", counters.failures},
       {"measurements_taken", results::Measurements(*db).count(mf)},
-      {"elapsed_s", elapsed()},
+      {"elapsed_s", setup + search},
+      {"setup_s", setup},
+      {"search_s", search},
       {"floor", config.fitness.floor},
       {"oracle",
        {{"enabled", !oracle_us.empty()},
@@ -559,26 +541,28 @@ nlohmann::json SearchEngine::Impl::summary(std::optional<std::int64_t> winner, c
       {"finalists", finalists_json},
       {"winner", nullptr},
   };
-  if (winner) {
-    const Record& r = records.at(*winner);
-    const Program p = program_of(r);
-    nlohmann::json worst_shape = nullptr;
-    if (!r.speedups.empty()) {
-      const auto it = std::min_element(r.speedups.begin(), r.speedups.end());
-      worst_shape = to_json(workload.shapes[static_cast<std::size_t>(split.train[it - r.speedups.begin()])]);
-    }
-    j["winner"] = {{"program_id", r.id},
-                   {"hash", r.hash},
-                   {"origin", r.origin},
-                   {"generation", r.generation},
-                   {"island", r.island},
-                   {"rules", static_cast<int>(r.rules.size())},
-                   {"base", r.base_name},
-                   {"rules_json", to_json(p)},
-                   {"source", render_lua(p)},
-                   {"train", split_figures(r.geomean, r.worst, worst_shape, r.oracle_fraction, split.train.size())}};
-  }
+  if (winner) j["winner"] = winner_json(records.at(*winner));
   return j;
+}
+
+nlohmann::json SearchEngine::Impl::winner_json(const Record& r) const {
+  const Program p = program_of(r);
+  std::optional<Shape> worst_shape;
+  if (!r.speedups.empty()) {
+    const auto it = std::min_element(r.speedups.begin(), r.speedups.end());
+    worst_shape = shape_at(split.train, static_cast<int>(it - r.speedups.begin()));
+  }
+  return {{"program_id", r.id},
+          {"hash", r.hash},
+          {"origin", r.origin},
+          {"generation", r.generation},
+          {"island", r.island},
+          {"rules", static_cast<int>(r.rules.size())},
+          {"base", r.base_name},
+          {"rules_json", to_json(p)},
+          {"rules_lua", render_rules_text(p)},
+          {"source", render_lua(p)},
+          {"train", split_figures(r.geomean, r.worst, worst_shape, r.oracle_fraction, split.train.size())}};
 }
 
 }  // namespace evodispatch::search

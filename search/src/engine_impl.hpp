@@ -3,6 +3,8 @@
 // engine_step.cpp (one generation step) and engine_final.cpp (validation,
 // confirmation, summary).
 #include <chrono>
+#include <functional>
+#include <span>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,6 +21,7 @@
 #include <evodispatch/search/archive.hpp>
 #include <evodispatch/search/checker.hpp>
 #include <evodispatch/search/config.hpp>
+#include <evodispatch/search/evaluation_details.hpp>
 #include <evodispatch/search/engine.hpp>
 #include <evodispatch/search/fitness.hpp>
 #include <evodispatch/search/measurer.hpp>
@@ -82,7 +85,24 @@ struct Counters {
   std::int64_t best = 0;  // the best feasible program (training score); 0: none
   std::int64_t since_improvement = 0;
   std::int64_t empty_steps = 0;  // consecutive steps that found nothing new
-  double elapsed_s = 0;   // over all sessions, up to the last commit
+  double elapsed_s = 0;   // search time over all sessions, up to the last commit (setup excluded)
+  double setup_s = 0;     // setup time (store reads, baseline, oracle) over all sessions
+};
+
+// How a batch of candidates joins the run.
+enum class Admission {
+  seed,    // step 0: the seed program, offered to every island
+  step,    // a generation step: offered to its island, counted as a step
+  repair,  // a repaired finalist: scored and stored, joins no archive, never cut by the estimate
+};
+
+// What a candidate became on its way through the cascade.
+struct Outcome {
+  std::string stage = "measured";  // the last stage it reached
+  std::string error;
+  std::vector<Decision> decisions;  // per training shape
+  std::optional<Fitness> estimate;
+  std::optional<Fitness> fitness;
 };
 
 struct SearchEngine::Impl {
@@ -125,18 +145,29 @@ struct SearchEngine::Impl {
   std::unordered_map<std::int64_t, Record> records;
   std::unordered_set<std::string> hashes;
   std::unordered_map<std::string, std::string> bases;  // base key -> canonical source
-  std::chrono::steady_clock::time_point session_start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point session_start = std::chrono::steady_clock::now();  // of search time
   double elapsed_before = 0;  // elapsed_s when this session started
+  double setup_before = 0;    // setup_s of earlier sessions
+  double session_setup_s = 0;
 
   // --- engine.cpp
   void prepare();                  // workload, split, checker, measurer, baseline, oracle
+  void load_workload();            // as stored with the run
+  void make_checkers(const DeviceInfo&);
+  void measure_baseline();
+  // The oracle's best decision per shape, and per training shape the latency of every
+  // decision of its space (what add_rule chooses from).
+  std::vector<std::unordered_map<std::uint64_t, double>> measure_oracle(const DeviceInfo&);
+  void make_estimator(const Evaluator&);
+  void prepare_operators(std::vector<std::unordered_map<std::uint64_t, double>> train_table);
 
   void load_records();             // a resumed run's programs and evaluations
   nlohmann::json state_json() const;
   void load_state(const nlohmann::json&);
   void save_state();               // inside the caller's transaction
   std::optional<std::string> stop_condition() const;
-  double elapsed() const;
+  double elapsed() const;          // search time
+  double setup_seconds() const;
   void report(const std::string& phase, const std::string& message = {}, std::size_t done = 0,
               std::size_t total = 0) const;
   SearchStatus status(const std::string& phase) const;
@@ -152,8 +183,13 @@ struct SearchEngine::Impl {
   FitnessOptions fitness_options() const { return {config.fitness.floor, config.fitness.penalty}; }
   double score_of(std::int64_t id) const;
   const std::vector<double>& losses_of(const Record&) const;  // per training shape; empty without an oracle
+  // The one place a stop request during a measurement becomes an interrupt.
+  std::vector<double> measure(Measurer& m, std::span<const LatencyRequest> requests,
+                              const std::function<void(std::size_t, std::size_t)>& progress = {});
   // Latencies of a program's decisions on some shapes (NaN: failed); interrupts on stop.
   std::vector<double> latencies(const std::vector<Decision>& decisions, const std::vector<int>& shapes, Measurer& m);
+  // A training shape's requests for decisions given in split.train order.
+  std::vector<LatencyRequest> train_requests(const std::vector<Decision>& train_decisions) const;
 
   // --- engine_step.cpp
   void seed_run();  // step 0 of a fresh run: the seed program in every island
@@ -166,8 +202,17 @@ struct SearchEngine::Impl {
   Candidate external_candidate(const Record& parent, const std::vector<std::int64_t>& inspirations, int island,
                                int sequence);
   // Checks, estimates, measures and scores candidates, then commits them with the
-  // state in one transaction. The seed goes to every island.
-  void evaluate_and_commit(std::vector<Candidate> candidates, bool seed);
+  // state in one transaction.
+  void evaluate_and_commit(std::vector<Candidate> candidates, Admission);
+  // The cascade's stages; `alive` holds the candidates still in it.
+  std::vector<std::size_t> sandbox(const std::vector<Candidate>&, std::vector<Outcome>&);
+  std::vector<std::size_t> estimate(const std::vector<Candidate>&, std::vector<Outcome>&, std::vector<std::size_t> alive,
+                                    Admission);
+  void measure_training(std::vector<Outcome>&, const std::vector<std::size_t>& alive);
+  // Inside the step's transaction: one candidate's program and evaluation rows; its id.
+  std::int64_t commit(const Candidate&, const Outcome&, Admission);
+  void offer(std::int64_t id, int island, Admission, bool& improved);
+  void end_step(bool improved, std::int64_t added);
 
   // --- engine_final.cpp
   nlohmann::json finish();
@@ -179,9 +224,12 @@ struct SearchEngine::Impl {
   // its hash); 0 when it cannot be scored.
   std::int64_t store_repaired(const Program& p, std::int64_t parent);
   nlohmann::json summary(std::optional<std::int64_t> winner, const nlohmann::json& finalists_json) const;
+  nlohmann::json winner_json(const Record&) const;
+  // Per workload shape: the values of `per_shape` at these shapes (empty stays empty).
+  static std::vector<double> at(const std::vector<double>& per_shape, const std::vector<int>& shapes);
+  // The workload shape at a position of a split's list.
+  const Shape& shape_at(const std::vector<int>& split_shapes, int position) const;
 };
 
-// Whole-percent text etc. shared by the files.
-nlohmann::json shape_json(const Shape&);
 
 }  // namespace evodispatch::search

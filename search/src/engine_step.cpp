@@ -21,15 +21,6 @@ namespace {
 constexpr int kAttempts = 8;                   // tries for a new program per candidate slot
 constexpr std::size_t kFailedOutputKept = 64 * 1024;  // of a failed mutator's stdout, in its row
 
-// What a candidate became on its way through the cascade.
-struct Outcome {
-  std::string stage = "measured";  // the last stage it reached
-  std::string error;
-  std::vector<Decision> decisions;
-  std::optional<Fitness> estimate;
-  std::optional<Fitness> fitness;
-};
-
 nlohmann::json record_json(const Record& r, const std::string& source) {
   nlohmann::json j = {{"id", r.id}, {"source", source}, {"origin", r.origin}};
   if (r.scored) {
@@ -58,7 +49,7 @@ void SearchEngine::Impl::seed_run() {
   c.origin = "seed";
   std::vector<Candidate> cands;
   cands.push_back(std::move(c));
-  evaluate_and_commit(std::move(cands), true);
+  evaluate_and_commit(std::move(cands), Admission::seed);
   if (counters.best == 0 && records.size() == 1 && !records.begin()->second.scored)
     throw InputError("the seed policy " + spec + " fails the sandbox check; see the run's evaluations");
 }
@@ -73,7 +64,7 @@ bool SearchEngine::Impl::step() {
   }
   if (stop_requested()) interrupt();
   auto cands = generate();
-  evaluate_and_commit(std::move(cands), false);
+  evaluate_and_commit(std::move(cands), Admission::step);
   report("search");
   return true;
 }
@@ -227,10 +218,29 @@ Candidate SearchEngine::Impl::external_candidate(const Record& parent, const std
   return c;
 }
 
-void SearchEngine::Impl::evaluate_and_commit(std::vector<Candidate> cands, bool seed) {
+void SearchEngine::Impl::evaluate_and_commit(std::vector<Candidate> cands, Admission admission) {
   std::vector<Outcome> outcomes(cands.size());
+  std::vector<std::size_t> alive = sandbox(cands, outcomes);
+  if (estimator) alive = estimate(cands, outcomes, std::move(alive), admission);
+  measure_training(outcomes, alive);
 
-  // 1. The sandbox, on every training shape (decisions come back in split.train order).
+  // One transaction: programs, evaluations, islands, counters, generator state.
+  db->in_transaction([&] {
+    bool improved = false;
+    std::int64_t added = 0;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      const std::int64_t id = commit(cands[i], outcomes[i], admission);
+      if (id == 0) continue;  // cannot happen: hashes are checked against the run's
+      ++added;
+      offer(id, cands[i].island, admission, improved);
+    }
+    if (admission == Admission::step) end_step(improved, added);
+    save_state();
+  });
+}
+
+// The sandbox, on every training shape (decisions come back in split.train order).
+std::vector<std::size_t> SearchEngine::Impl::sandbox(const std::vector<Candidate>& cands, std::vector<Outcome>& outcomes) {
   std::vector<const Program*> to_check;
   std::vector<std::size_t> checked_index;
   for (std::size_t i = 0; i < cands.size(); ++i) {
@@ -254,189 +264,175 @@ void SearchEngine::Impl::evaluate_and_commit(std::vector<Candidate> cands, bool 
     o.decisions = checks[k].decisions;
     alive.push_back(checked_index[k]);
   }
+  return alive;
+}
 
-  // 2. The estimate, when the device is a GPU: only candidates that look as good as the
-  // island's best go on to be measured there.
-  if (estimator) {
-    std::vector<std::size_t> kept;
-    for (std::size_t i : alive) {
-      Outcome& o = outcomes[i];
-      std::vector<double> base_us, est_us;
-      std::vector<LatencyRequest> req;
-      for (std::size_t k = 0; k < split.train.size(); ++k) {
-        req.push_back({split.train[k], o.decisions[k]});
-        base_us.push_back(estimate_baseline_us[static_cast<std::size_t>(split.train[k])]);
-      }
-      std::vector<double> us;
-      try {
-        us = estimator->latencies(req, options.stop);
-      } catch (const Measurer::Stopped&) {
-        interrupt();
-      }
-      o.estimate = score_latencies(base_us, us, {}, fitness_options());
-      const Island& isl = islands[static_cast<std::size_t>(cands[i].island)];
-      std::optional<double> reference;
-      if (isl.best != 0) reference = records.at(isl.best).estimate_score;
-      if (!seed && reference && o.estimate->score < *reference - config.cascade.estimate_slack) {
-        o.stage = "estimate";
-        o.error = "estimated score " + std::to_string(o.estimate->score) + " is below the island's best estimate " +
-                  std::to_string(*reference) + " by more than " + std::to_string(config.cascade.estimate_slack);
-        continue;
-      }
-      kept.push_back(i);
+// The estimate, when the device is a GPU: only candidates that look as good as the
+// island's best go on to be measured there (the seed and repaired programs always do).
+std::vector<std::size_t> SearchEngine::Impl::estimate(const std::vector<Candidate>& cands, std::vector<Outcome>& outcomes,
+                                                      std::vector<std::size_t> alive, Admission admission) {
+  const std::vector<double> base_us = at(estimate_baseline_us, split.train);
+  std::vector<std::size_t> kept;
+  for (std::size_t i : alive) {
+    Outcome& o = outcomes[i];
+    o.estimate = score_latencies(base_us, measure(*estimator, train_requests(o.decisions)), {}, fitness_options());
+    const Island& isl = islands[static_cast<std::size_t>(cands[i].island)];
+    std::optional<double> reference;
+    if (isl.best != 0) reference = records.at(isl.best).estimate_score;
+    if (admission == Admission::step && reference && o.estimate->score < *reference - config.cascade.estimate_slack) {
+      o.stage = "estimate";
+      o.error = "estimated score " + std::to_string(o.estimate->score) + " is below the island's best estimate " +
+                std::to_string(*reference) + " by more than " + std::to_string(config.cascade.estimate_slack);
+      continue;
     }
-    alive = std::move(kept);
+    kept.push_back(i);
   }
+  return kept;
+}
 
-  // 3. Measurement on the training shapes (the store answers what it already has).
+// Measurement on the training shapes (the store answers what it already has).
+void SearchEngine::Impl::measure_training(std::vector<Outcome>& outcomes, const std::vector<std::size_t>& alive) {
   std::vector<LatencyRequest> requests;
-  for (std::size_t i : alive)
-    for (std::size_t k = 0; k < split.train.size(); ++k) requests.push_back({split.train[k], outcomes[i].decisions[k]});
-  std::vector<double> us;
-  try {
-    us = measurer->latencies(requests, options.stop);
-  } catch (const Measurer::Stopped&) {
-    interrupt();
+  for (std::size_t i : alive) {
+    const auto mine = train_requests(outcomes[i].decisions);
+    requests.insert(requests.end(), mine.begin(), mine.end());
   }
-  std::vector<double> base_train, oracle_train;
-  for (int s : split.train) {
-    base_train.push_back(baseline_us[static_cast<std::size_t>(s)]);
-    if (!oracle_us.empty()) oracle_train.push_back(oracle_us[static_cast<std::size_t>(s)]);
-  }
+  const std::vector<double> us = measure(*measurer, requests);
+  const std::vector<double> base_train = at(baseline_us, split.train), oracle_train = at(oracle_us, split.train);
   const std::size_t n = split.train.size();
   for (std::size_t a = 0; a < alive.size(); ++a) {
     const std::span<const double> prog(us.data() + a * n, n);
     outcomes[alive[a]].fitness = score_latencies(base_train, prog, oracle_train, fitness_options());
   }
+}
 
-  // 4. One transaction: programs, evaluations, islands, counters, generator state.
-  db->in_transaction([&] {
-    results::Programs programs(*db);
-    results::Evaluations evaluations(*db);
-    bool improved = false;
-    std::int64_t added = 0;
-    for (std::size_t i = 0; i < cands.size(); ++i) {
-      Candidate& c = cands[i];
-      Outcome& o = outcomes[i];
-      results::ProgramRecord pr;
-      pr.run_id = run_id;
-      pr.hash = c.hash;
-      pr.parents = c.parents;
-      pr.origin = c.origin;
-      pr.island = c.island;
-      pr.generation = c.generation;
-      if (c.failure.empty()) {
-        set_program(pr, c.program);
-      } else {
-        pr.source = c.failed_source;
-        pr.rules = nullptr;
-      }
-      const auto ins = programs.insert(pr);
-      if (!ins.inserted) continue;  // cannot happen: hashes are checked against the run's
+std::int64_t SearchEngine::Impl::commit(const Candidate& c, const Outcome& o, Admission admission) {
+  results::ProgramRecord pr;
+  pr.run_id = run_id;
+  pr.hash = c.hash;
+  pr.parents = c.parents;
+  pr.origin = c.origin;
+  pr.island = c.island;
+  pr.generation = c.generation;
+  if (c.failure.empty()) {
+    set_program(pr, c.program);
+  } else {
+    pr.source = c.failed_source;
+    pr.rules = nullptr;
+  }
+  const auto ins = results::Programs(*db).insert(pr);
+  if (!ins.inserted) return 0;
 
-      Record rec;
-      rec.id = ins.id;
-      rec.hash = c.hash;
-      rec.origin = c.origin;
-      rec.island = c.island;
-      rec.generation = c.generation;
-      if (c.failure.empty()) {
-        rec.has_program = true;
-        rec.rules = c.program.rules;
-        rec.base_name = c.program.base_name;
-        rec.base_key = c.base_key;
-        bases.try_emplace(c.base_key, c.program.base_source);
-      }
-      auto eval = [&](const std::string& stage) {
-        results::EvaluationRecord e;
-        e.program_id = rec.id;
-        e.split = results::Split::train;
-        e.stage = stage;
-        e.shapes = static_cast<int>(n);
-        return e;
-      };
-      if (o.estimate) {
-        rec.estimate_score = o.estimate->score;
-        auto e = eval("estimate");
-        e.ok = o.stage != "estimate";
-        e.error = o.stage == "estimate" ? o.error : o.estimate->error;
-        if (o.estimate->ok) {
-          e.fitness = o.estimate->geomean;
-          e.worst_speedup = o.estimate->worst;
-        }
-        e.details = {{"score", o.estimate->score}, {"device", estimate_evaluator->fingerprint()}};
-        evaluations.insert(e);
-      }
-      if (o.stage == "sandbox") {
-        auto e = eval("sandbox");
-        e.error = o.error;
-        evaluations.insert(e);
-        ++counters.failures;
-      } else if (o.fitness) {
-        const Fitness& f = *o.fitness;
-        rec.scored = true;
-        rec.feasible = f.feasible;
-        rec.score = f.score;
-        rec.geomean = f.geomean;
-        rec.worst = f.worst;
-        rec.oracle_fraction = f.oracle_fraction;
-        rec.speedups = f.speedups;  // copied: the evaluation's details below take the original
-        int region = cells->regions();
-        if (f.ok) {
-          region = cells->region_of_program(f.speedups, train_regions);
-          rec.cell = cells->cell(static_cast<int>(rec.rules.size()), region);
-        }
-        auto e = eval("measured");
-        e.ok = f.feasible;
-        e.error = f.error;
-        if (f.ok) {
-          e.fitness = f.geomean;
-          e.worst_speedup = f.worst;
-          e.oracle_fraction = f.oracle_fraction;
-        }
-        e.details = {{"score", f.score}, {"feasible", f.feasible}, {"cell", rec.cell}, {"region", region},
-                     {"below_floor", f.below_floor}, {"speedups", f.speedups}};
-        if (f.ok) e.details["worst_shape"] = to_json(workload.shapes[static_cast<std::size_t>(split.train[f.worst_index])]);
-        evaluations.insert(e);
-      }
-      const std::int64_t id = rec.id;
-      const bool offered = rec.scored && rec.cell >= 0;
-      const bool feasible = rec.feasible;
-      hashes.insert(rec.hash);
-      records.emplace(id, std::move(rec));
-      ++counters.evaluations;
-      ++added;
-      if (offered) {
-        const ScoreOf score = [this](std::int64_t p) { return score_of(p); };
-        const int cell = records.at(id).cell;
-        if (seed) {
-          for (auto& isl : islands) {
-            offer(isl, cell, id, score);
-            remember(isl, id, config.islands.recent);
-          }
-        } else {
-          auto& isl = islands[static_cast<std::size_t>(c.island)];
-          offer(isl, cell, id, score);
-          remember(isl, id, config.islands.recent);
-        }
-        if (feasible && (counters.best == 0 || score_of(id) > score_of(counters.best))) {
-          counters.best = id;
-          improved = true;
-        }
-      }
+  Record rec;
+  rec.id = ins.id;
+  rec.hash = c.hash;
+  rec.origin = c.origin;
+  rec.island = c.island;
+  rec.generation = c.generation;
+  if (c.failure.empty()) {
+    rec.has_program = true;
+    rec.rules = c.program.rules;
+    rec.base_name = c.program.base_name;
+    rec.base_key = c.base_key;
+    bases.try_emplace(c.base_key, c.program.base_source);
+  }
+  results::Evaluations evaluations(*db);
+  auto row = [&](const std::string& stage) {
+    results::EvaluationRecord e;
+    e.program_id = rec.id;
+    e.split = results::Split::train;
+    e.stage = stage;
+    e.shapes = static_cast<int>(split.train.size());
+    return e;
+  };
+  if (o.estimate) {
+    rec.estimate_score = o.estimate->score;
+    auto e = row("estimate");
+    e.ok = o.stage != "estimate";
+    e.error = o.stage == "estimate" ? o.error : o.estimate->error;
+    if (o.estimate->ok) {
+      e.fitness = o.estimate->geomean;
+      e.worst_speedup = o.estimate->worst;
     }
-    if (!seed) {
-      ++counters.step;
-      counters.since_improvement = improved ? 0 : counters.since_improvement + 1;
-      counters.empty_steps = added == 0 ? counters.empty_steps + 1 : 0;
-      const int every = config.islands.migration_interval;
-      if (every > 0 && counters.step % every == 0)
-        migrate(
-            islands, config.islands.migration_count, [this](std::int64_t p) { return records.at(p).cell; },
-            [this](std::int64_t p) { return score_of(p); });
+    EvaluationDetails d;
+    d.score = o.estimate->score;
+    d.device = estimate_evaluator->fingerprint();
+    d.repair = admission == Admission::repair;
+    e.details = to_json(d);
+    evaluations.insert(e);
+  }
+  if (o.stage == "sandbox") {
+    auto e = row("sandbox");
+    e.error = o.error;
+    evaluations.insert(e);
+    ++counters.failures;
+  } else if (o.fitness) {
+    const Fitness& f = *o.fitness;
+    rec.scored = true;
+    rec.feasible = f.feasible;
+    rec.score = f.score;
+    rec.geomean = f.geomean;
+    rec.worst = f.worst;
+    rec.oracle_fraction = f.oracle_fraction;
+    rec.speedups = f.speedups;
+    EvaluationDetails d;
+    if (admission != Admission::repair) {
+      d.region = f.ok ? cells->region_of_program(f.speedups, train_regions) : cells->regions();
+      if (f.ok) rec.cell = cells->cell(static_cast<int>(rec.rules.size()), *d.region);
     }
-    save_state();
-  });
+    d.cell = rec.cell;
+    d.score = f.score;
+    d.feasible = f.feasible;
+    d.below_floor = f.below_floor;
+    d.speedups = f.speedups;
+    if (f.ok) d.worst_shape = shape_at(split.train, f.worst_index);
+    auto e = row("measured");
+    e.ok = f.feasible;
+    e.error = f.error;
+    if (f.ok) {
+      e.fitness = f.geomean;
+      e.worst_speedup = f.worst;
+      e.oracle_fraction = f.oracle_fraction;
+    }
+    e.details = to_json(d);
+    evaluations.insert(e);
+  }
+  hashes.insert(rec.hash);
+  records.emplace(rec.id, std::move(rec));
+  ++counters.evaluations;
+  return ins.id;
+}
+
+// A scored program with a cell enters its island's archive (the seed: every island's),
+// and the run's best when it is feasible and better.
+void SearchEngine::Impl::offer(std::int64_t id, int island, Admission admission, bool& improved) {
+  const Record& r = records.at(id);
+  if (!r.scored || r.cell < 0) return;
+  const ScoreOf score = [this](std::int64_t p) { return score_of(p); };
+  auto join = [&](Island& isl) {
+    search::offer(isl, r.cell, id, score);
+    remember(isl, id, config.islands.recent);
+  };
+  if (admission == Admission::seed) {
+    for (auto& isl : islands) join(isl);
+  } else {
+    join(islands[static_cast<std::size_t>(island)]);
+  }
+  if (r.feasible && (counters.best == 0 || score_of(id) > score_of(counters.best))) {
+    counters.best = id;
+    improved = true;
+  }
+}
+
+void SearchEngine::Impl::end_step(bool improved, std::int64_t added) {
+  ++counters.step;
+  counters.since_improvement = improved ? 0 : counters.since_improvement + 1;
+  counters.empty_steps = added == 0 ? counters.empty_steps + 1 : 0;
+  const int every = config.islands.migration_interval;
+  if (every > 0 && counters.step % every == 0)
+    migrate(
+        islands, config.islands.migration_count, [this](std::int64_t p) { return records.at(p).cell; },
+        [this](std::int64_t p) { return score_of(p); });
 }
 
 }  // namespace evodispatch::search

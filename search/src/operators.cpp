@@ -381,11 +381,6 @@ void restrict_features(Program& p, const OperatorContext& ctx) {
 
 }  // namespace
 
-std::uint64_t decision_code(const Decision& d) {
-  const std::uint64_t pack = !d.pack_gqa ? 0 : (*d.pack_gqa ? 1 : 2);
-  return static_cast<std::uint64_t>(d.num_splits) | (pack << 16) | (static_cast<std::uint64_t>(d.sm_margin) << 20);
-}
-
 std::optional<double> front_rule_gain(const Rule& rule, std::span<const double> parent_us, const OperatorContext& ctx) {
   if (ctx.train_table.size() != ctx.train.size() || parent_us.size() != ctx.train.size()) return std::nullopt;
   const double log_floor = std::log(ctx.floor);

@@ -226,6 +226,8 @@ std::string render_lua(const Program& p) {
   return out;
 }
 
+std::string render_rules_text(const Program& p) { return render_body(p); }
+
 std::string render_rules_lua(const Program& p) {
   std::string out = "local function base_dispatch(s, hw) return { num_splits = " + std::to_string(kMaxSplits) +
          ", sm_margin = hw.num_sms - 1 } end\n\n";

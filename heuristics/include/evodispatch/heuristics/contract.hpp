@@ -73,6 +73,10 @@ struct Decision {
 // The decision with every default filled in (pack_gqa set).
 Decision resolve(const Decision&, const Shape&);
 
+// A resolved decision as one integer (num_splits, pack_gqa, sm_margin): the key of the
+// search's latency tables. Distinct decisions have distinct codes.
+std::uint64_t decision_code(const Decision& resolved);
+
 // Why `d` is not a legal answer for this shape on this device, or nullopt.
 std::optional<std::string> decision_error(const Decision& d, const DeviceInfo& hw);
 

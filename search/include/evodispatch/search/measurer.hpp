@@ -1,13 +1,9 @@
 #pragma once
-// Latencies for the search, through the results store (DESIGN.md §1, §4).
-//
-// The store's rows for the run's device are read once, at start, into an in-memory
-// cache keyed by (shape, resolved decision): a store lookup costs about 10 us, a cache
-// lookup nanoseconds, and the search asks for each pair thousands of times. Missing
-// pairs go to the evaluators, one worker thread per evaluator (one per GPU), and each
-// row is committed to the store as it arrives, so a killed search loses at most the
-// measurements in flight and never measures anything twice.
-#include <atomic>
+// Latencies for the search (DESIGN.md §1, §4): an in-memory cache in front of the
+// store. The store's rows for the run's device are read once, at start, into a cache
+// keyed by (shape, resolved decision): a store lookup costs about 10 us, a cache lookup
+// nanoseconds, and the search asks for each pair thousands of times. Missing pairs are
+// measured through the StoredEvaluator, which stores each row as it arrives.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -18,6 +14,7 @@
 
 #include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/results/database.hpp>
+#include <evodispatch/search/stored_evaluator.hpp>
 
 namespace evodispatch::search {
 
@@ -25,7 +22,6 @@ namespace evodispatch::search {
 class MeasureCache {
  public:
   explicit MeasureCache(std::vector<Shape> shapes);
-  static std::uint64_t code(const Decision& resolved);
   std::optional<double> find(int shape, const Decision& resolved) const;
   void put(int shape, const Decision& resolved, double us);
   // The index of a shape, or -1 when it is not one of the cache's shapes.
@@ -53,45 +49,31 @@ struct MeasurerStats {
 
 class Measurer {
  public:
-  // Every evaluator must measure the same device (fingerprint) with the same kernel
-  // build: they are workers of one device model. Throws InputError otherwise.
+  // The evaluators are workers of one device model (StoredEvaluator's rule).
   Measurer(results::Database& db, std::vector<Evaluator*> evaluators, TimingOptions timing, std::vector<Shape> shapes,
            std::optional<std::int64_t> run_id);
 
   // Reads the store's rows of this device, kernel build and L2 mode into the cache.
   void load();
 
-  // One latency per request (NaN: failed). Missing ones are measured (identical
-  // requests once) and stored as they arrive. When stop() turns true no new
-  // measurement starts; those in flight are stored and Stopped is thrown.
+  // One latency per request (NaN: failed). Missing ones are measured through the store
+  // (identical requests once). When stop() turns true no new measurement starts; those
+  // in flight are stored and MeasurementStopped is thrown.
   std::vector<double> latencies(std::span<const LatencyRequest> requests, const std::function<bool()>& stop = {},
                                 const std::function<void(std::size_t, std::size_t)>& progress = {});
-  struct Stopped {};
-
-  // A fresh measurement of each (shape, decision), bypassing cache and store: the
-  // confirmation's re-measurements. Spread over the evaluators like latencies().
-  std::vector<Measurement> remeasure(std::span<const LatencyRequest> requests, const std::function<bool()>& stop = {});
 
   const MeasureCache& cache() const { return cache_; }
-  const MeasurerStats& stats() const { return stats_; }
-  const DeviceInfo& device() const { return evaluators_.front()->device(); }
-  const std::string& fingerprint() const { return evaluators_.front()->fingerprint(); }
-  const std::string& kernel_build() const { return evaluators_.front()->kernel_build(); }
-  std::size_t workers() const { return evaluators_.size(); }
-  const TimingOptions& timing() const { return timing_; }
+  MeasurerStats stats() const;
+  const DeviceInfo& device() const { return stored_.evaluator().device(); }
+  const std::string& fingerprint() const { return stored_.evaluator().fingerprint(); }
+  const std::string& kernel_build() const { return stored_.evaluator().kernel_build(); }
+  std::size_t workers() const { return stored_.workers(); }
+  const TimingOptions& timing() const { return stored_.timing(); }
 
  private:
-  // Measures `todo` across the evaluators; `on_done(i, m)` runs on this thread as rows
-  // arrive (in any order). Returns false when stopped before all were measured.
-  bool run_workers(std::span<const LatencyRequest> todo, const std::function<bool()>& stop,
-                   const std::function<void(std::size_t, Measurement&&)>& on_done);
-
-  results::Database* db_;
-  std::vector<Evaluator*> evaluators_;
-  TimingOptions timing_;
-  std::optional<std::int64_t> run_id_;
+  StoredEvaluator stored_;
   MeasureCache cache_;
-  MeasurerStats stats_;
+  std::int64_t loaded_ = 0;
 };
 
 }  // namespace evodispatch::search

@@ -61,9 +61,6 @@ struct OperatorContext {
   void prepare();
 };
 
-// A resolved decision as one integer (num_splits, pack_gqa, sm_margin).
-std::uint64_t decision_code(const Decision& resolved);
-
 // The estimated change in the sum over training shapes of log(speedup) when `rule` is put
 // in front of a program with these per-shape latencies, from the context's table, minus
 // a penalty for every shape it would push under the floor; nullopt when the table lacks

@@ -86,6 +86,10 @@ Program normalise(const Program&, int max_splits = kMaxSplits);
 // becomes the local base_dispatch.
 std::string render_lua(const Program&);
 
+// The rules alone, as the dispatch function in front of base_dispatch: what a reader
+// wants to see of a program (render_lua's text without the base).
+std::string render_rules_text(const Program&);
+
 // The same text with the base replaced by a stub answering the fall-through decision
 // below: the rules run in the sandbox alone, and a shape no rule takes comes back as
 // that decision (the engine answers it from the base policy, checked on every shape
