@@ -61,16 +61,27 @@ DistilledHeuristic distilled(const distill::DecisionFunction& fn, const test::Sc
   return load_distilled(dir.file("heuristic.json"));
 }
 
-struct Fixture {
+// A run to store rows under, the simulator, and the pair most tests hold each other to:
+// FlashAttention-3's twin, distilled, against fa3 itself.
+class Regress : public ::testing::Test {
+ protected:
+  Regress() {
+    results::RunRecord record;
+    record.kind = "regress";
+    run_id = results::Runs(db).create(record);
+  }
+  std::vector<results::ComparisonRecord> stored() { return results::Comparisons(db).list_by_run(run_id); }
+  // The fa3 twin as distill leaves it, compiled by regress (or by distill, `with_library`).
+  DistilledHeuristic twin(bool with_library = false) { return distilled(fa3_twin(), dir, with_library); }
+  RegressReport run(const DistilledHeuristic& h, const Workload& w, const RegressOptions& o = {}) {
+    return run_regress(h, *fa3, w, o, sim, db, run_id);
+  }
+
   results::Database db = results::Database::open(":memory:");
   SimulatorEvaluator sim{load_sim_profile("h100-sxm")};
   std::int64_t run_id = 0;
-  Fixture() {
-    results::RunRecord run;
-    run.kind = "regress";
-    run_id = results::Runs(db).create(run);
-  }
-  std::vector<results::ComparisonRecord> stored() { return results::Comparisons(db).list_by_run(run_id); }
+  test::ScratchDir dir;
+  std::unique_ptr<Policy> fa3 = make_policy("fa3");
 };
 
 // The simulator with a scripted compare(): each call answers the next ratio
@@ -98,17 +109,13 @@ class ScriptedEvaluator : public SimulatorEvaluator {
 
 }  // namespace
 
-TEST(Regress, TheTwinOfItsBaselinePasses) {
-  Fixture f;
-  test::ScratchDir dir;
-  const DistilledHeuristic h = distilled(fa3_twin(), dir);
-  auto fa3 = make_policy("fa3");
+TEST_F(Regress, TheTwinOfItsBaselinePasses) {
   std::size_t calls = 0;
   const auto progress = [&](const RegressRow&, std::size_t done, std::size_t total) {
     EXPECT_EQ(done, ++calls);
     EXPECT_EQ(total, 3u);
   };
-  const RegressReport r = run_regress(h, *fa3, tiny(), RegressOptions{}, f.sim, f.db, f.run_id, progress);
+  const RegressReport r = run_regress(twin(), *fa3, tiny(), RegressOptions{}, sim, db, run_id, progress);
   EXPECT_EQ(calls, 3u);
   ASSERT_EQ(r.rows.size(), 3u);
   for (const RegressRow& row : r.rows) {
@@ -121,20 +128,16 @@ TEST(Regress, TheTwinOfItsBaselinePasses) {
   EXPECT_TRUE(r.summary.passed());
   EXPECT_DOUBLE_EQ(r.summary.geomean_speedup, 1.0);
   EXPECT_EQ(r.summary.below_floor_first, 0);
-  EXPECT_EQ(f.stored().size(), 3u);
+  EXPECT_EQ(stored().size(), 3u);
   EXPECT_EQ(r.heuristic, dir.file("heuristic.json"));
   EXPECT_EQ(r.baseline, "fa3");
   EXPECT_EQ(r.device, "sim:h100-sxm");
 }
 
-TEST(Regress, AHighFloorConfirmsARegressionOnEveryShape) {
-  Fixture f;
-  test::ScratchDir dir;
-  const DistilledHeuristic h = distilled(fa3_twin(), dir, /*with_library=*/true);
-  auto fa3 = make_policy("fa3");
+TEST_F(Regress, AHighFloorConfirmsARegressionOnEveryShape) {
   RegressOptions o;
   o.floor = 1.01;
-  const RegressReport r = run_regress(h, *fa3, tiny(), o, f.sim, f.db, f.run_id);
+  const RegressReport r = run(twin(/*with_library=*/true), tiny(), o);
   for (const RegressRow& row : r.rows) {
     EXPECT_EQ(row.verdict, Verdict::regression);
     ASSERT_TRUE(row.second);
@@ -145,7 +148,7 @@ TEST(Regress, AHighFloorConfirmsARegressionOnEveryShape) {
   EXPECT_EQ(r.summary.confirmed_regressions, 3);
   EXPECT_EQ(r.summary.failed, 0);
   // Each shape twice: the first comparison and its confirmation.
-  const auto rows = f.stored();
+  const auto rows = stored();
   ASSERT_EQ(rows.size(), 6u);
   EXPECT_EQ(rows[0].attempt, 1);
   EXPECT_EQ(rows[1].attempt, 2);
@@ -153,17 +156,15 @@ TEST(Regress, AHighFloorConfirmsARegressionOnEveryShape) {
   EXPECT_EQ(to_json(r.rows[0])["second"]["speedup"], 1.0);
 }
 
-TEST(Regress, StoredRowsSayBaselineOverHeuristic) {
-  Fixture f;
-  test::ScratchDir dir;
-  const DistilledHeuristic h = distilled(constant_splits(4), dir);
+TEST_F(Regress, StoredRowsSayBaselineOverHeuristic) {
   auto one_split = make_policy("fixed:1");
   Workload w;
   w.name = "one";
   w.shapes = {shape(1, 8192, 1)};  // one CTA unsplit: four splits win
-  const RegressReport r = run_regress(h, *one_split, w, RegressOptions{}, f.sim, f.db, f.run_id);
+  const RegressReport r =
+      run_regress(distilled(constant_splits(4), dir), *one_split, w, RegressOptions{}, sim, db, run_id);
   ASSERT_EQ(r.rows.size(), 1u);
-  const auto rows = f.stored();
+  const auto rows = stored();
   ASSERT_EQ(rows.size(), 1u);
   const results::ComparisonRecord& c = rows[0];
   EXPECT_EQ(c.candidate.num_splits, 4);
@@ -171,8 +172,8 @@ TEST(Regress, StoredRowsSayBaselineOverHeuristic) {
   EXPECT_EQ(r.rows[0].first->baseline_side, results::BaselineSide::b);  // as measured, not as read back
   // The heuristic's time is the heuristic's, and the speedup is baseline / heuristic.
   const Shape& s = w.shapes[0];
-  EXPECT_DOUBLE_EQ(c.candidate_us, f.sim.measure(s, c.candidate, {}).median_us);
-  EXPECT_DOUBLE_EQ(c.baseline_us, f.sim.measure(s, c.baseline, {}).median_us);
+  EXPECT_DOUBLE_EQ(c.candidate_us, sim.measure(s, c.candidate, {}).median_us);
+  EXPECT_DOUBLE_EQ(c.baseline_us, sim.measure(s, c.baseline, {}).median_us);
   EXPECT_DOUBLE_EQ(c.speedup, c.baseline_us / c.candidate_us);
   EXPECT_GT(c.speedup, 1.0);
   EXPECT_LE(c.speedup_lo, c.speedup);
@@ -182,15 +183,12 @@ TEST(Regress, StoredRowsSayBaselineOverHeuristic) {
   EXPECT_FALSE(c.program_id);  // the provenance names no program
 }
 
-TEST(Regress, ABaselineThatCannotDecideFailsItsShape) {
-  Fixture f;
-  test::ScratchDir dir;
-  const DistilledHeuristic h = distilled(fa3_twin(), dir);
+TEST_F(Regress, ABaselineThatCannotDecideFailsItsShape) {
   auto picky = make_script_policy("picky.lua",
                                   "function dispatch(s, hw)\n"
                                   "  if s.batch == 2 then error('no batch of two') end\n"
                                   "  return { num_splits = 1 }\nend\n");
-  const RegressReport r = run_regress(h, *picky, tiny(), RegressOptions{}, f.sim, f.db, f.run_id);
+  const RegressReport r = run_regress(twin(), *picky, tiny(), RegressOptions{}, sim, db, run_id);
   ASSERT_EQ(r.rows.size(), 3u);
   const RegressRow& bad = r.rows[1];
   EXPECT_EQ(bad.verdict, Verdict::failed);
@@ -204,18 +202,14 @@ TEST(Regress, ABaselineThatCannotDecideFailsItsShape) {
   EXPECT_FALSE(j.contains("verdict"));
   EXPECT_EQ(r.summary.failed, 1);
   EXPECT_FALSE(r.summary.passed());
-  EXPECT_EQ(f.stored().size(), 2u);  // nothing stored for the shape that was not compared
+  EXPECT_EQ(stored().size(), 2u);  // nothing stored for the shape that was not compared
 }
 
-TEST(Regress, OnceUnderTheFloorIsNotARegressionAndAFailedComparisonFails) {
-  Fixture f;
-  test::ScratchDir dir;
-  const DistilledHeuristic h = distilled(fa3_twin(), dir);
-  auto fa3 = make_policy("fa3");
+TEST_F(Regress, OnceUnderTheFloorIsNotARegressionAndAFailedComparisonFails) {
   // Ratios are heuristic / baseline time. Shape 1: 0.8x, then 1.0x on the second look.
   // Shape 2: the comparison fails. Shape 3: 1.25x.
   ScriptedEvaluator ev({1.25, 1.0, 0.0, 0.8});
-  const RegressReport r = run_regress(h, *fa3, tiny(), RegressOptions{}, ev, f.db, f.run_id);
+  const RegressReport r = run_regress(twin(), *fa3, tiny(), RegressOptions{}, ev, db, run_id);
   EXPECT_EQ(r.rows[0].verdict, Verdict::below_once);
   EXPECT_EQ(verdict_text(r.rows[0]), "below floor once, not confirmed");
   EXPECT_DOUBLE_EQ(r.rows[0].first->speedup, 0.8);
@@ -228,10 +222,10 @@ TEST(Regress, OnceUnderTheFloorIsNotARegressionAndAFailedComparisonFails) {
   // Over the first comparisons that succeeded: sqrt(0.8 * 1.25) = 1.
   EXPECT_DOUBLE_EQ(r.summary.geomean_speedup, 1.0);
   EXPECT_DOUBLE_EQ(r.summary.worst_speedup, 0.8);
-  EXPECT_EQ(f.stored().size(), 4u);
+  EXPECT_EQ(stored().size(), 4u);
 }
 
-TEST(Regress, ASummaryOfNothingIsZero) {
+TEST(RegressSummary, OfNothingIsZero) {
   RegressReport r;
   summarise(r);
   EXPECT_EQ(r.summary.shapes, 0);
@@ -240,42 +234,36 @@ TEST(Regress, ASummaryOfNothingIsZero) {
   EXPECT_TRUE(r.summary.passed());
 }
 
-TEST(Regress, RowsReferenceTheProgramTheProvenanceNamesWhenStored) {
-  Fixture f;
+TEST_F(Regress, RowsReferenceTheProgramTheProvenanceNamesWhenStored) {
   results::ProgramRecord p;
-  p.run_id = f.run_id;
+  p.run_id = run_id;
   p.hash = "p";
   p.source = "function dispatch(s, hw) return { num_splits = 1 } end\n";
-  const std::int64_t program = results::Programs(f.db).insert(p).id;
-  auto fa3 = make_policy("fa3");
+  const std::int64_t program = results::Programs(db).insert(p).id;
   Workload w;
   w.shapes = {shape(1, 512, 1)};
   for (const std::int64_t named : {program, program + 100}) {
     distill::DecisionFunction fn = fa3_twin();
     fn.provenance = {{"program", named}};
-    test::ScratchDir dir;
-    run_regress(distilled(fn, dir), *fa3, w, RegressOptions{}, f.sim, f.db, f.run_id);
+    test::ScratchDir own;
+    run(distilled(fn, own), w);
   }
-  const auto rows = f.stored();
+  const auto rows = stored();
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].program_id, program);
   EXPECT_FALSE(rows[1].program_id);  // not a program of this database
 }
 
-TEST(Regress, StopsBeforeAShapeWithWhatItTookStored) {
-  Fixture f;
-  test::ScratchDir dir;
-  const DistilledHeuristic h = distilled(fa3_twin(), dir);
-  auto fa3 = make_policy("fa3");
+TEST_F(Regress, StopsBeforeAShapeWithWhatItTookStored) {
   std::size_t done = 0;
   const auto progress = [&](const RegressRow&, std::size_t d, std::size_t) { done = d; };
   const auto stop = [&] { return done == 1; };
-  EXPECT_THROW(run_regress(h, *fa3, tiny(), RegressOptions{}, f.sim, f.db, f.run_id, progress, stop),
+  EXPECT_THROW(run_regress(twin(), *fa3, tiny(), RegressOptions{}, sim, db, run_id, progress, stop),
                StoredEvaluator::Stopped);
-  EXPECT_EQ(f.stored().size(), 1u);
+  EXPECT_EQ(stored().size(), 1u);
 }
 
-TEST(Regress, RefusesOptionsItCannotRun) {
+TEST_F(Regress, RefusesOptionsItCannotRun) {
   RegressOptions o;
   EXPECT_EQ(invalid_regress_options(o), "");
   o.floor = 0;
@@ -285,20 +273,17 @@ TEST(Regress, RefusesOptionsItCannotRun) {
   o.floor = 0.99;
   o.pairs = 0;
   EXPECT_EQ(invalid_regress_options(o), "pairs: must be >= 1");
-  Fixture f;
-  test::ScratchDir dir;
-  auto fa3 = make_policy("fa3");
-  EXPECT_THROW(run_regress(distilled(fa3_twin(), dir), *fa3, tiny(), o, f.sim, f.db, f.run_id), InputError);
-  EXPECT_TRUE(f.stored().empty());
+  EXPECT_THROW(run(twin(), tiny(), o), InputError);
+  EXPECT_TRUE(stored().empty());
 }
 
-TEST(Regress, LoadingNamesTheFile) {
+TEST(LoadDistilled, NamesTheFile) {
   test::ScratchDir dir;
   try {
     load_distilled(dir.file("missing.json"));
     FAIL() << "loaded a missing file";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("missing.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("missing.json: cannot read"), std::string::npos) << e.what();
   }
   const std::string junk = dir.write("heuristic.json", "{not json");
   try {
@@ -309,17 +294,13 @@ TEST(Regress, LoadingNamesTheFile) {
   }
 }
 
-TEST(Regress, TheReportHasTheKeysOfRegressJson) {
-  Fixture f;
-  test::ScratchDir dir;
-  const DistilledHeuristic h = distilled(fa3_twin(), dir);
-  auto fa3 = make_policy("fa3");
+TEST_F(Regress, TheReportHasTheKeysOfRegressJson) {
   RegressOptions o;
   o.floor = 1.01;
   Workload w;
   w.name = "one";
   w.shapes = {shape(1, 512, 1)};
-  const nlohmann::json j = to_json(run_regress(h, *fa3, w, o, f.sim, f.db, f.run_id));
+  const nlohmann::json j = to_json(run(twin(), w, o));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
   EXPECT_EQ(keys, (std::set<std::string>{"run_id", "device", "device_fingerprint", "kernel_build", "heuristic",
