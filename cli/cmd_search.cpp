@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -40,7 +42,7 @@ std::vector<std::string> device_list(const std::string& spec) {
   std::vector<std::string> out;
   std::stringstream in(spec);
   for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty()) throw InputError("--device \"" + spec + "\": an empty entry in the list");
+    if (item.empty()) throw UsageError("--device \"" + spec + "\": an empty entry in the list");
     if (item == "cuda:all") {
       std::string why;
       const auto gpus = probe_gpus(&why);
@@ -50,7 +52,7 @@ std::vector<std::string> device_list(const std::string& spec) {
     }
     out.push_back(item);
   }
-  if (out.empty()) throw InputError("--device: empty");
+  if (out.empty()) throw UsageError("--device: empty");
   return out;
 }
 
@@ -139,7 +141,9 @@ void print_split(const char* label, const nlohmann::json& f, const nlohmann::jso
   std::cout << " on " << f.value("shapes", 0) << " shapes\n";
 }
 
-void print_summary(const nlohmann::json& s) {
+std::string time_split(const nlohmann::json& s);
+
+void print_summary(const nlohmann::json& s, const std::string& program_file) {
   const auto& oracle = s["oracle"];
   std::cout << "search run " << s["run_id"] << " on " << s.value("device", std::string()) << " ("
             << s.value("workers", 1) << " worker" << (s.value("workers", 1) == 1 ? "" : "s") << "), workload "
@@ -147,8 +151,8 @@ void print_summary(const nlohmann::json& s) {
             << s["shapes"]["validation"] << " validation shapes), baseline " << s.value("baseline", std::string())
             << "\n";
   std::cout << "  stopped by " << s.value("stop_reason", std::string()) << " after " << s["evaluations"]
-            << " programs in " << s["steps"] << " steps (" << clock_text(s.value("elapsed_s", 0.0)) << "); "
-            << s["duplicates"] << " duplicates skipped, " << s["failures"] << " failed, " << s["measurements_taken"]
+            << " programs in " << s["steps"] << " steps (" << time_split(s) << "); " << s["duplicates"]
+            << " duplicates skipped, " << s["failures"] << " failed, " << s["measurements_taken"]
             << " measurements taken\n";
   const auto& w = s["winner"];
   if (w.is_null()) {
@@ -169,29 +173,74 @@ void print_summary(const nlohmann::json& s) {
     }
   }
   std::cout << "  database: " << s.value("database", std::string()) << " (run " << s["run_id"] << ")\n";
-  if (!w.is_null())
-    std::cout << "\n-- best program (#" << w["program_id"] << ")\n" << w.value("source", std::string());
+  if (w.is_null()) return;
+  if (!program_file.empty()) std::cout << "  full program (rules and base): " << program_file << "\n";
+  if (w.contains("rules_lua"))
+    std::cout << "\n-- the rules of program #" << w["program_id"] << " in front of " << w.value("base", std::string())
+              << "\n" << w["rules_lua"].get<std::string>();
+}
+
+// Setup (store reads, the baseline, the oracle) apart from the search's own time, which
+// is what stop.minutes limits. Summaries stored before the split carry elapsed_s alone.
+std::string time_split(const nlohmann::json& s) {
+  if (!s.contains("search_s")) return clock_text(s.value("elapsed_s", 0.0));
+  return "setup " + clock_text(s.value("setup_s", 0.0)) + ", search " + clock_text(s.value("search_s", 0.0));
+}
+
+// The winner's full program, beside the database: DB minus ".db", "-run<N>-winner.lua".
+// Written whole or not at all. Empty when there is no winner or no file database.
+std::string write_program_file(const nlohmann::json& s, const std::string& db) {
+  const auto& w = s["winner"];
+  if (w.is_null() || !w.contains("source") || db.empty() || db == ":memory:") return "";
+  std::filesystem::path path(db);
+  if (path.extension() == ".db") path.replace_extension();
+  path += "-run" + std::to_string(s["run_id"].get<std::int64_t>()) + "-winner.lua";
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << w["source"].get<std::string>();
+    if (!f.flush()) throw InputError(tmp.string() + ": cannot write the winner's program");
+  }
+  std::filesystem::rename(tmp, path);
+  return path.string();
+}
+
+void report(const nlohmann::json& summary, const SearchOptions& o) {
+  const std::string program_file = write_program_file(summary, o.db);
+  if (o.json) {
+    nlohmann::json out = summary;
+    if (!program_file.empty()) out["program_file"] = program_file;
+    std::cout << out.dump() << "\n";
+  } else {
+    print_summary(summary, program_file);
+  }
 }
 
 int run_search(SearchOptions& o) {
   const bool resuming = o.resume_opt && o.resume_opt->count() > 0;
   if (resuming && o.config_opt->count() > 0)
-    throw InputError("--resume continues a run with its stored config; do not give --config too");
+    throw UsageError("--resume continues a run with its stored config; do not give --config too");
   if (resuming && (o.seed || o.max_evaluations || o.minutes))
-    throw InputError("--resume continues a run as configured; --seed, --max-evaluations and --minutes apply to new runs");
+    throw UsageError("--resume continues a run as configured; --seed, --max-evaluations and --minutes apply to new runs");
 
   auto db = results::Database::open(o.db);
   std::optional<std::int64_t> run_id;
   if (resuming) {
     if (o.resume.empty()) {
-      run_id = search::SearchEngine::newest_resumable(db);
+      run_id = search::SearchEngine::run_to_resume(db);
       if (!run_id) throw InputError("--resume: " + o.db + " has no search run to resume");
     } else {
       try {
         run_id = std::stoll(o.resume);
       } catch (const std::exception&) {
-        throw InputError("--resume: expected a run id, got \"" + o.resume + "\"");
+        throw UsageError("--resume: expected a run id, got \"" + o.resume + "\"");
       }
+    }
+    // A scheduler restarting a job script after its search ended: report the run, exit 0.
+    if (const auto finished = search::SearchEngine::finished_summary(db, *run_id)) {
+      std::cerr << "evodispatch: search run " << *run_id << " has finished; nothing to resume\n";
+      report(*finished, o);
+      return kOk;
     }
   }
 
@@ -235,8 +284,7 @@ int run_search(SearchOptions& o) {
     throw Interrupted();
   }
   progress.end_line();
-  if (o.json) std::cout << summary.dump() << "\n";
-  else print_summary(summary);
+  report(summary, o);
   return kOk;
 }
 
@@ -258,7 +306,8 @@ void add_search(CLI::App& app, Action& action) {
                       ->expected(0, 1);
   verb->add_option("--seed", o->seed, "random seed (overrides the config's)");
   verb->add_option("--max-evaluations", o->max_evaluations, "stop after this many programs (overrides the config)");
-  verb->add_option("--minutes", o->minutes, "stop after this much wall time (overrides the config)");
+  verb->add_option("--minutes", o->minutes,
+                   "stop after this much search time, setup not counted (overrides the config's stop.minutes)");
   o->device_opt = verb->add_option("--device", o->device,
                    "auto | cuda:N | cuda:all | sim:PROFILE, or a comma-separated list: one worker per entry")
       ->capture_default_str();

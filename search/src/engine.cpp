@@ -131,6 +131,23 @@ std::optional<std::int64_t> SearchEngine::newest_resumable(results::Database& db
   return best;
 }
 
+std::optional<std::int64_t> SearchEngine::run_to_resume(results::Database& db) {
+  if (auto id = newest_resumable(db)) return id;
+  results::RunFilter f;
+  f.kind = "search";
+  f.status = results::RunStatus::finished;
+  f.limit = 1;
+  const auto runs = results::Runs(db).list(f);
+  if (runs.empty()) return std::nullopt;
+  return runs.front().id;
+}
+
+std::optional<nlohmann::json> SearchEngine::finished_summary(results::Database& db, std::int64_t run_id) {
+  const auto run = results::Runs(db).get(run_id);
+  if (!run || run->kind != "search" || run->status != results::RunStatus::finished) return std::nullopt;
+  return run->summary;
+}
+
 std::int64_t SearchEngine::run_id() const { return impl_->run_id; }
 const SearchConfig& SearchEngine::config() const { return impl_->config; }
 SearchStatus SearchEngine::status() const { return impl_->status(impl_->phase); }

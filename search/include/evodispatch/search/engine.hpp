@@ -67,6 +67,11 @@ class SearchEngine {
   static std::unique_ptr<SearchEngine> resume(results::Database& db, std::int64_t run_id, EngineOptions options);
   // The newest search run that is running or interrupted, if any.
   static std::optional<std::int64_t> newest_resumable(results::Database& db);
+  // What `--resume` without an id continues: the newest resumable run, else the newest
+  // finished one (a job script restarted after its search ended reports it), if any.
+  static std::optional<std::int64_t> run_to_resume(results::Database& db);
+  // The stored summary of a search run that has finished; nullopt for any other run.
+  static std::optional<nlohmann::json> finished_summary(results::Database& db, std::int64_t run_id);
 
   ~SearchEngine();
 
