@@ -92,17 +92,6 @@ void require_ascending(const std::vector<std::int64_t>& v, const std::string& pa
     if (v[i] <= v[i - 1]) fail(path + "[" + std::to_string(i) + "]", "edges must be strictly ascending");
 }
 
-Feature feature_at(const nlohmann::json& v, const std::string& path) {
-  if (!v.is_string()) fail(path, "expected a feature name, got " + json_kind(v));
-  auto f = parse_feature(v.get<std::string>());
-  if (!f) {
-    std::string names;
-    for (int i = 0; i < kNumFeatures; ++i) names += (i ? ", " : "") + std::string(name(static_cast<Feature>(i)));
-    fail(path, "unknown feature \"" + v.get<std::string>() + "\" (features: " + names + ")");
-  }
-  return *f;
-}
-
 void parse_split(JsonReader& root, SearchConfig& c) {
   Section s(root, "split");
   if (!s) return;
@@ -191,7 +180,7 @@ void parse_archive(JsonReader& root, SearchConfig& c) {
       const auto* f = a.member("feature");
       if (!f) fail(a.path_of("feature"), "missing");
       RegionAxis axis;
-      axis.feature = feature_at(*f, a.path_of("feature"));
+      axis.feature = feature_at(*f, a.path_of("feature"), UnknownFeature::list_choices);
       const auto* e = a.member("edges");
       if (!e) fail(a.path_of("edges"), "missing");
       axis.edges = int_list(*e, a.path_of("edges"), 0, std::int64_t{1} << 40);
@@ -332,7 +321,7 @@ SearchConfig parse_search_config(const nlohmann::json& j, const std::string& sou
       const std::string p = r.path_of("features");
       if (!v->is_array() || v->empty()) fail(p, "expected a non-empty array of feature names");
       std::vector<Feature> fs;
-      for (std::size_t i = 0; i < v->size(); ++i) fs.push_back(feature_at((*v)[i], p + "[" + std::to_string(i) + "]"));
+      for (std::size_t i = 0; i < v->size(); ++i) fs.push_back(feature_at((*v)[i], p + "[" + std::to_string(i) + "]", UnknownFeature::list_choices));
       c.features = FeatureSet(fs);
     }
     parse_split(r, c);
