@@ -122,13 +122,30 @@ Field bound(std::string_view path, Get get, std::string allowed, std::string hel
   return f;
 }
 
-template <class Get>
-Field text(std::string_view path, Get get, std::string help) {
-  Field f = bound(path, get, "string", std::move(help));
-  f.read = [name = f.name, get](JsonReader& r, SearchConfig& c) {
-    if (auto v = r.string(name)) get(c) = *v;
+// A scalar field read through `typed` (JsonReader::string, ::integer, ...) and held to
+// `check(value, path)` before it is stored.
+template <class Get, class Typed, class Check>
+Field scalar(std::string_view path, Get get, std::string allowed, std::string help, Typed typed, Check check) {
+  Field f = bound(path, get, std::move(allowed), std::move(help));
+  f.read = [name = f.name, get, typed, check](JsonReader& r, SearchConfig& c) {
+    auto v = (r.*typed)(name);
+    if (!v) return;
+    check(*v, r.path_of(name));
+    get(c) = static_cast<std::remove_reference_t<decltype(get(c))>>(*v);
   };
   return f;
+}
+
+constexpr auto kAnyValue = [](const auto&, const std::string&) {};
+
+template <class Get>
+Field text(std::string_view path, Get get, std::string help) {
+  return scalar(path, get, "string", std::move(help), &JsonReader::string, kAnyValue);
+}
+
+template <class Get>
+Field flag(std::string_view path, Get get, std::string help) {
+  return scalar(path, get, "true / false", std::move(help), &JsonReader::boolean, kAnyValue);
 }
 
 // A string that `accepts` takes; `shown` are its forms, for the error and the table.
@@ -137,47 +154,22 @@ Field choice(std::string_view path, Get get, std::vector<std::string> shown, boo
              std::string help) {
   std::string allowed;
   for (const auto& v : shown) allowed += (allowed.empty() ? "`" : ", `") + v + "`";
-  Field f = bound(path, get, allowed, std::move(help));
-  f.read = [name = f.name, get, shown, accepts](JsonReader& r, SearchConfig& c) {
-    auto v = r.string(name);
-    if (!v) return;
-    if (!accepts(*v)) fail(r.path_of(name), "expected " + quoted_alternatives(shown) + ", got \"" + *v + "\"");
-    get(c) = *v;
+  const auto check = [shown, accepts](const std::string& v, const std::string& at) {
+    if (!accepts(v)) fail(at, "expected " + quoted_alternatives(shown) + ", got \"" + v + "\"");
   };
-  return f;
-}
-
-template <class Get>
-Field flag(std::string_view path, Get get, std::string help) {
-  Field f = bound(path, get, "true / false", std::move(help));
-  f.read = [name = f.name, get](JsonReader& r, SearchConfig& c) {
-    if (auto v = r.boolean(name)) get(c) = *v;
-  };
-  return f;
+  return scalar(path, get, std::move(allowed), std::move(help), &JsonReader::string, check);
 }
 
 template <class Get>
 Field integer(std::string_view path, Get get, IntRange range, std::string help) {
-  Field f = bound(path, get, "integer " + range.text(), std::move(help));
-  f.read = [name = f.name, get, range](JsonReader& r, SearchConfig& c) {
-    auto v = r.integer(name);
-    if (!v) return;
-    range.check(*v, r.path_of(name));
-    get(c) = static_cast<std::remove_reference_t<decltype(get(c))>>(*v);
-  };
-  return f;
+  const auto check = [range](std::int64_t v, const std::string& at) { range.check(v, at); };
+  return scalar(path, get, "integer " + range.text(), std::move(help), &JsonReader::integer, check);
 }
 
 template <class Get>
 Field real(std::string_view path, Get get, RealRange range, std::string help) {
-  Field f = bound(path, get, "number " + range.text(), std::move(help));
-  f.read = [name = f.name, get, range](JsonReader& r, SearchConfig& c) {
-    auto v = r.number(name);
-    if (!v) return;
-    range.check(*v, r.path_of(name));
-    get(c) = *v;
-  };
-  return f;
+  const auto check = [range](double v, const std::string& at) { range.check(v, at); };
+  return scalar(path, get, "number " + range.text(), std::move(help), &JsonReader::number, check);
 }
 
 // How an integer list must come: as given, or settled into a set, or already ascending.
