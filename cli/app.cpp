@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include <evodispatch/heuristics/contract.hpp>
+#include <evodispatch/search/config.hpp>
 
 #include "interrupt.hpp"
 
@@ -18,6 +19,15 @@ void add_db_option(CLI::App& verb, CommonOptions& o) {
 }
 void add_json_option(CLI::App& verb, CommonOptions& o) {
   verb.add_flag("--json", o.json, "machine-readable output (JSON Lines or one JSON document)");
+}
+void add_config_reference_flag(CLI::App& verb) {
+  verb.add_flag_callback(
+      "--config-reference",
+      [] {
+        std::cout << search::search_config_reference();
+        throw CLI::Success();
+      },
+      "print every config field (JSON path, default, allowed values, meaning) as a markdown table and exit");
 }
 
 int run(int argc, char** argv) {

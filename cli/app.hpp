@@ -33,6 +33,9 @@ struct CommonOptions {
 void add_device_option(CLI::App& verb, CommonOptions& o);
 void add_db_option(CLI::App& verb, CommonOptions& o);
 void add_json_option(CLI::App& verb, CommonOptions& o);
+// `--config-reference`: prints the search config's fields as a markdown table (the one in
+// README.md) and exits 0, like --help, before anything else is read or opened.
+void add_config_reference_flag(CLI::App& verb);
 
 // Each verb adds its subcommand and sets `action` to run when it is chosen.
 void add_env(CLI::App& app, Action& action);

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app.hpp"
+
 namespace evodispatch::cli {
 
 namespace {
@@ -26,9 +28,10 @@ bool to_int(const std::string& s, int& out) {
 
 std::vector<int> parse_int_list(const std::string& text, const std::string& option, int lo, int hi) {
   std::vector<int> out;
-  const auto bad = [&](const std::string& why) {
-    return InputError(option + ": '" + text + "': " + why + " (e.g. 1..64, 1..64:2 or 1,2,4,8)");
+  const auto why_text = [&](const std::string& why) {
+    return option + ": '" + text + "': " + why + " (e.g. 1..64, 1..64:2 or 1,2,4,8)";
   };
+  const auto bad = [&](const std::string& why) { return UsageError(why_text(why)); };
   for (const auto& part : split(text, ',')) {
     int a = 0, b = 0, step = 1;
     const std::size_t dots = part.find("..");
@@ -45,7 +48,7 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& opti
     }
     for (int v = a; v <= b; v += step) {
       if (v < lo || v > hi)
-        throw bad(std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        throw InputError(why_text(std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"));
       out.push_back(v);
     }
   }
@@ -57,7 +60,7 @@ Shape parse_shape(const std::string& text, const std::string& option) {
   for (const auto& field : split(text, ',')) {
     const std::size_t eq = field.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw InputError(option + ": '" + field + "' is not name=value (e.g. batch=1,seqlen_k=512,h_q=64,h_kv=1)");
+      throw UsageError(option + ": '" + field + "' is not name=value (e.g. batch=1,seqlen_k=512,h_q=64,h_kv=1)");
     const std::string name = field.substr(0, eq), value = field.substr(eq + 1);
     int number = 0;
     if (to_int(value, number)) j[name] = number;
@@ -67,12 +70,17 @@ Shape parse_shape(const std::string& text, const std::string& option) {
   return shape_from_json(j, option);
 }
 
+L2Mode parse_l2_option(const std::string& text, const std::string& option) {
+  if (auto mode = parse_l2_mode(text)) return *mode;
+  throw UsageError(option + ": must be cold or hot, got '" + text + "'");
+}
+
 std::vector<bool> parse_pack_choice(const std::string& text, const std::string& option, const Shape& shape) {
   if (text == "on") return {true};
   if (text == "off") return {false};
   if (text == "both") return features(shape).qpk > 1 ? std::vector<bool>{true, false} : std::vector<bool>{false};
   if (text == "auto") return {*resolve(Decision{}, shape).pack_gqa};
-  throw InputError(option + ": must be on, off, both or auto, got '" + text + "'");
+  throw UsageError(option + ": must be on, off, both or auto, got '" + text + "'");
 }
 
 }  // namespace evodispatch::cli

@@ -78,8 +78,8 @@ void print_summary(const BenchReport& r, const BenchOptions& o, const Evaluator&
 }
 
 int bench(const BenchOptions& o) {
-  const auto l2 = parse_l2_mode(o.l2);
-  if (!l2) throw InputError("--l2: must be cold or hot, got '" + o.l2 + "'");
+  TimingOptions timing;
+  timing.l2 = parse_l2_option(o.l2, "--l2");
   const Workload workload = load_workload(o.workload);
   const bool oracle = o.policy == "oracle";
   std::unique_ptr<Policy> candidate;
@@ -92,11 +92,9 @@ int bench(const BenchOptions& o) {
     space.sm_margins = parse_int_list(o.oracle_margins, "--oracle-margins", 0, 1 << 20);
     if (o.oracle_pack == "on") space.pack_gqa = {true};
     else if (o.oracle_pack == "off") space.pack_gqa = {false};
-    else if (o.oracle_pack != "both") throw InputError("--oracle-pack: must be on, off or both, got '" + o.oracle_pack + "'");
+    else if (o.oracle_pack != "both") throw UsageError("--oracle-pack: must be on, off or both, got '" + o.oracle_pack + "'");
   }
 
-  TimingOptions timing;
-  timing.l2 = *l2;
   nlohmann::json config = {{"policy", o.policy}, {"baseline", o.baseline}, {"workload", workload.name},
                            {"l2", o.l2}, {"remeasure", o.remeasure}};
   if (oracle) config["oracle"] = {{"splits", o.oracle_splits}, {"margins", o.oracle_margins}, {"pack", o.oracle_pack}};

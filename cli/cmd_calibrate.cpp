@@ -85,9 +85,9 @@ void print_error_line(const std::string& what, const CalibrationError& e) {
 }
 
 int run_calibrate(const CalibrateOptions& o) {
+  if (!(o.holdout >= 0 && o.holdout < 1)) throw UsageError("--holdout: must be in [0, 1)");
+  if (o.out.empty() && !o.no_fit) throw UsageError("--out: required (where the fitted profile is written), or --no-fit");
   const SimProfile start = load_sim_profile(o.profile);
-  if (!(o.holdout >= 0 && o.holdout < 1)) throw InputError("--holdout: must be in [0, 1)");
-  if (o.out.empty() && !o.no_fit) throw InputError("--out: required (where the fitted profile is written), or --no-fit");
   if (!std::filesystem::exists(o.db)) throw InputError("--db: " + o.db + ": no such database");
   results::Database db = results::Database::open(o.db);
   results::Measurements store(db);

@@ -150,8 +150,6 @@ std::string python_check(const fs::path& dir, const distill::CompiledHeuristic& 
 }
 
 int distill_verb(const DistillOptions& o) {
-  const int sources = (o.run ? 1 : 0) + (o.program ? 1 : 0) + (o.policy.empty() ? 0 : 1);
-  if (sources != 1) throw InputError("give exactly one of --run ID, --program ID or --policy SPEC");
   Source src = o.policy.empty() ? from_database(o) : from_policy(o);
   // The run's device unless --device names one; sim:h100-sxm for a bare policy.
   const std::string device_spec = !o.device.empty() ? o.device : src.device ? "run" : "sim:h100-sxm";
@@ -159,7 +157,7 @@ int distill_verb(const DistillOptions& o) {
   distill::Domain domain;
   if (o.grid == "dense") domain = distill::Domain::dense();
   else if (o.grid == "small") domain = distill::Domain::small();
-  else throw InputError("--grid: must be dense or small, got '" + o.grid + "'");
+  else throw UsageError("--grid: must be dense or small, got '" + o.grid + "'");
   const auto grid = distill::grid_shapes(domain);
   const auto random = distill::random_shapes(domain, o.random, o.seed);
 

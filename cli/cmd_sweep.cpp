@@ -31,16 +31,14 @@ struct SweepOptions : CommonOptions {
 };
 
 TimingOptions timing_of(const SweepOptions& o) {
-  const auto l2 = parse_l2_mode(o.l2);
-  if (!l2) throw InputError("--l2: must be cold or hot, got '" + o.l2 + "'");
   TimingOptions t;
-  t.l2 = *l2;
+  t.l2 = parse_l2_option(o.l2, "--l2");
   return t;
 }
 
 // The shapes a sweep covers: --shape, or every shape of --workload.
 std::vector<Shape> sweep_shapes(const SweepOptions& o) {
-  if (o.shape.empty() == o.workload.empty()) throw InputError("give exactly one of --shape and --workload");
+  if (o.shape.empty() == o.workload.empty()) throw UsageError("give exactly one of --shape and --workload");
   if (!o.shape.empty()) return {parse_shape(o.shape, "--shape")};
   return load_workload(o.workload).shapes;
 }
@@ -91,17 +89,22 @@ void print_batch_curve(const BatchCurve& c, const std::string& policy) {
 int sweep_splits_verb(const SweepOptions& o) {
   const auto shapes = sweep_shapes(o);
   const auto splits = parse_int_list(o.splits, "--splits", 1, kMaxSplits);
+  // Options are read before the run is opened, so that a bad one leaves no run behind.
+  const TimingOptions timing = timing_of(o);
+  std::vector<std::vector<bool>> packs;
+  for (const auto& shape : shapes) packs.push_back(parse_pack_choice(o.pack, "--pack", shape));
   RunSession session = open_run_session("sweep-splits", o.device, o.db,
                                         {{"shapes", shapes.size()}, {"splits", o.splits}, {"pack", o.pack},
                                          {"sm_margin", o.sm_margin}, {"l2", o.l2}});
-  StoredEvaluator stored(session.db, *session.evaluator, timing_of(o), o.remeasure, session.run_id);
+  StoredEvaluator stored(session.db, *session.evaluator, timing, o.remeasure, session.run_id);
   nlohmann::json all = nlohmann::json::array();
   int failures = 0;
-  for (const auto& shape : shapes) {
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& shape = shapes[i];
     Progress progress("sweep " + describe(shape));
     SplitCurve curve;
     try {
-      curve = sweep_splits(stored, shape, splits, parse_pack_choice(o.pack, "--pack", shape), o.sm_margin,
+      curve = sweep_splits(stored, shape, splits, packs[i], o.sm_margin,
                            [&](std::size_t d, std::size_t t) { progress.update(d, t); }, interrupt_requested);
     } catch (const StoredEvaluator::Stopped&) {
       session.interrupted();
@@ -129,9 +132,10 @@ int sweep_batch_verb(const SweepOptions& o) {
     }
   }
   auto policy = make_policy(o.policy);
+  const TimingOptions timing = timing_of(o);
   RunSession session = open_run_session("sweep-batch", o.device, o.db,
                                         {{"shapes", shapes.size()}, {"policy", o.policy}, {"l2", o.l2}});
-  StoredEvaluator stored(session.db, *session.evaluator, timing_of(o), o.remeasure, session.run_id);
+  StoredEvaluator stored(session.db, *session.evaluator, timing, o.remeasure, session.run_id);
   Progress progress("sweep batch");
   BatchCurve curve;
   try {

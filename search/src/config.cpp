@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <limits>
+#include <type_traits>
 
 #include <evodispatch/evaluator/measurement.hpp>
 #include <evodispatch/evaluator/workload.hpp>
@@ -18,46 +21,7 @@ namespace evodispatch::search {
 
 namespace {
 
-// Readers for one section; each takes the reader of the enclosing object.
-class Section {
- public:
-  Section(JsonReader& parent, const std::string& field) {
-    if (const auto* v = parent.member(field)) reader_.emplace(*v, parent.path_of(field));
-  }
-  explicit operator bool() const { return reader_.has_value(); }
-  JsonReader& operator*() { return *reader_; }
-  JsonReader* operator->() { return &*reader_; }
-  void finish() {
-    if (reader_) reader_->finish();
-  }
-
- private:
-  std::optional<JsonReader> reader_;
-};
-
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw InputError(path + ": " + what); }
-
-void read_int(JsonReader& r, const std::string& f, int& out, std::int64_t lo, std::int64_t hi) {
-  if (auto v = r.integer(f)) {
-    if (*v < lo || *v > hi)
-      fail(r.path_of(f), "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(*v));
-    out = static_cast<int>(*v);
-  }
-}
-
-void read_i64(JsonReader& r, const std::string& f, std::int64_t& out, std::int64_t lo) {
-  if (auto v = r.integer(f)) {
-    if (*v < lo) fail(r.path_of(f), "must be at least " + std::to_string(lo) + ", got " + std::to_string(*v));
-    out = *v;
-  }
-}
-
-void read_u64(JsonReader& r, const std::string& f, std::uint64_t& out) {
-  if (auto v = r.integer(f)) {
-    if (*v < 0) fail(r.path_of(f), "must not be negative, got " + std::to_string(*v));
-    out = static_cast<std::uint64_t>(*v);
-  }
-}
 
 std::string number_text(double v) {
   char buf[32];
@@ -65,244 +29,433 @@ std::string number_text(double v) {
   return buf;
 }
 
-void read_real(JsonReader& r, const std::string& f, double& out, double lo, double hi) {
-  if (auto v = r.number(f)) {
-    if (!(*v >= lo && *v <= hi))
-      fail(r.path_of(f), "must be in [" + number_text(lo) + ", " + number_text(hi) + "], got " + number_text(*v));
-    out = *v;
-  }
-}
+constexpr std::int64_t kUnbounded = std::numeric_limits<std::int64_t>::max();
 
-std::vector<std::int64_t> int_list(const nlohmann::json& v, const std::string& path, std::int64_t lo, std::int64_t hi) {
-  if (!v.is_array()) fail(path, "expected an array of integers, got " + json_kind(v));
-  std::vector<std::int64_t> out;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const std::string at = path + "[" + std::to_string(i) + "]";
-    const std::int64_t x = json_integer(v[i], at);
-    if (x < lo || x > hi) fail(at, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
-    out.push_back(x);
+// The values an integer field (or each element of an integer list) accepts.
+struct IntRange {
+  std::int64_t lo = 0;
+  std::int64_t hi = kUnbounded;
+
+  std::string text() const {
+    if (hi == kUnbounded) return "at least " + std::to_string(lo);
+    return "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   }
+  void check(std::int64_t v, const std::string& path) const {
+    if (v < lo || v > hi) fail(path, "must be " + text() + ", got " + std::to_string(v));
+  }
+};
+
+struct RealRange {
+  double lo = 0;
+  double hi = 0;
+
+  std::string text() const { return "in [" + number_text(lo) + ", " + number_text(hi) + "]"; }
+  void check(double v, const std::string& path) const {
+    if (!(v >= lo && v <= hi)) fail(path, "must be " + text() + ", got " + number_text(v));
+  }
+};
+
+// A JSON array read element by element; `what` names the elements in the error.
+template <class Element>
+auto read_array(const nlohmann::json& v, const std::string& path, const std::string& what, Element element) {
+  if (!v.is_array()) fail(path, "expected an array of " + what + ", got " + json_kind(v));
+  std::vector<decltype(element(v, path))> out;
+  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(element(v[i], path + "[" + std::to_string(i) + "]"));
   return out;
 }
 
-std::vector<int> ints(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }
+std::vector<std::int64_t> read_integers(const nlohmann::json& v, const std::string& path, IntRange range) {
+  return read_array(v, path, "integers", [range](const nlohmann::json& e, const std::string& at) {
+    const std::int64_t x = json_integer(e, at);
+    range.check(x, at);
+    return x;
+  });
+}
 
 void require_ascending(const std::vector<std::int64_t>& v, const std::string& path) {
   for (std::size_t i = 1; i < v.size(); ++i)
     if (v[i] <= v[i - 1]) fail(path + "[" + std::to_string(i) + "]", "edges must be strictly ascending");
 }
 
-Feature feature_at(const nlohmann::json& v, const std::string& path) {
-  if (!v.is_string()) fail(path, "expected a feature name, got " + json_kind(v));
-  auto f = parse_feature(v.get<std::string>());
-  if (!f) {
-    std::string names;
-    for (int i = 0; i < kNumFeatures; ++i) names += (i ? ", " : "") + std::string(name(static_cast<Feature>(i)));
-    fail(path, "unknown feature \"" + v.get<std::string>() + "\" (features: " + names + ")");
-  }
-  return *f;
+// `"a", "b" or "c"`: the alternatives of a choice, as an error message quotes them.
+std::string quoted_alternatives(const std::vector<std::string>& values) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == values.size() ? " or " : ", ") + ("\"" + values[i] + "\"");
+  return out;
 }
 
-void parse_split(JsonReader& root, SearchConfig& c) {
-  Section s(root, "split");
-  if (!s) return;
-  read_real(*s, "validation_fraction", c.split.validation_fraction, 0.0, 0.9);
-  read_u64(*s, "seed", c.split.seed);
-  s.finish();
+// One config field, declared once: where it sits in the JSON, what it accepts and what it
+// means. Parsing, to_json and the reference table all come from the list of these
+// (fields() below); a field's default is its SearchConfig member initialiser.
+struct Field {
+  std::string section;  // "" at the top level
+  std::string name;
+  std::string allowed;  // the reference table's "allowed" cell
+  std::string help;
+  // Reads the field from its section's reader when the JSON has it.
+  std::function<void(JsonReader&, SearchConfig&)> read;
+  std::function<nlohmann::json(const SearchConfig&)> write;
+  // Whether to_json writes the field (the oracle's split counts: a list or a range, never both).
+  bool (*written)(const SearchConfig&) = [](const SearchConfig&) { return true; };
+
+  std::string path() const { return section.empty() ? name : section + "." + name; }
+};
+
+// A field's place and description; the caller sets how it is read and written.
+Field described(std::string_view path, std::string allowed, std::string help) {
+  Field f;
+  const std::size_t dot = path.find('.');
+  f.section = dot == std::string_view::npos ? "" : std::string(path.substr(0, dot));
+  f.name = std::string(dot == std::string_view::npos ? path : path.substr(dot + 1));
+  f.allowed = std::move(allowed);
+  f.help = std::move(help);
+  return f;
 }
 
-void parse_fitness(JsonReader& root, SearchConfig& c) {
-  Section s(root, "fitness");
-  if (!s) return;
-  read_real(*s, "floor", c.fitness.floor, 0.0, 1.0);
-  read_real(*s, "penalty", c.fitness.penalty, 0.0, 1e6);
-  s.finish();
+// A field bound to a member through `get` (an accessor of the member, const or not),
+// written to JSON as the member's value; the caller sets `read`.
+template <class Get>
+Field bound(std::string_view path, Get get, std::string allowed, std::string help) {
+  Field f = described(path, std::move(allowed), std::move(help));
+  f.write = [get](const SearchConfig& c) { return nlohmann::json(get(c)); };
+  return f;
 }
 
-void parse_oracle(JsonReader& root, SearchConfig& c) {
-  Section s(root, "oracle");
-  if (!s) return;
-  if (auto v = s->boolean("enabled")) c.oracle.enabled = *v;
-  read_int(*s, "min_splits", c.oracle.min_splits, 1, kMaxSplits);
-  read_int(*s, "max_splits", c.oracle.max_splits, 1, kMaxSplits);
-  if (c.oracle.min_splits > c.oracle.max_splits)
-    fail(s->path_of("min_splits"), "must not exceed max_splits (" + std::to_string(c.oracle.max_splits) + ")");
-  if (const auto* v = s->member("splits")) {
-    if (s->member("min_splits") || s->member("max_splits"))
-      fail(s->path_of("splits"), "give either splits or min_splits / max_splits, not both");
-    c.oracle.splits = ints(int_list(*v, s->path_of("splits"), 1, kMaxSplits));
-    if (c.oracle.splits.empty()) fail(s->path_of("splits"), "expected at least one split count");
-    std::sort(c.oracle.splits.begin(), c.oracle.splits.end());
-    c.oracle.splits.erase(std::unique(c.oracle.splits.begin(), c.oracle.splits.end()), c.oracle.splits.end());
-  }
-  if (const auto* v = s->member("pack_gqa")) {
-    const std::string p = s->path_of("pack_gqa");
-    if (!v->is_array() || v->empty()) fail(p, "expected a non-empty array of true / false");
-    c.oracle.pack_gqa.clear();
-    for (std::size_t i = 0; i < v->size(); ++i) {
-      if (!(*v)[i].is_boolean()) fail(p + "[" + std::to_string(i) + "]", "expected true or false, got " + json_kind((*v)[i]));
-      c.oracle.pack_gqa.push_back((*v)[i].get<bool>());
+// A scalar field read through `typed` (JsonReader::string, ::integer, ...) and held to
+// `check(value, path)` before it is stored.
+template <class Get, class Typed, class Check>
+Field scalar(std::string_view path, Get get, std::string allowed, std::string help, Typed typed, Check check) {
+  Field f = bound(path, get, std::move(allowed), std::move(help));
+  f.read = [name = f.name, get, typed, check](JsonReader& r, SearchConfig& c) {
+    auto v = (r.*typed)(name);
+    if (!v) return;
+    check(*v, r.path_of(name));
+    get(c) = static_cast<std::remove_reference_t<decltype(get(c))>>(*v);
+  };
+  return f;
+}
+
+constexpr auto kAnyValue = [](const auto&, const std::string&) {};
+
+template <class Get>
+Field text(std::string_view path, Get get, std::string help) {
+  return scalar(path, get, "string", std::move(help), &JsonReader::string, kAnyValue);
+}
+
+template <class Get>
+Field flag(std::string_view path, Get get, std::string help) {
+  return scalar(path, get, "true / false", std::move(help), &JsonReader::boolean, kAnyValue);
+}
+
+// A string that `accepts` takes; `shown` are its forms, for the error and the table.
+template <class Get>
+Field choice(std::string_view path, Get get, std::vector<std::string> shown, bool (*accepts)(const std::string&),
+             std::string help) {
+  std::string allowed;
+  for (const auto& v : shown) allowed += (allowed.empty() ? "`" : ", `") + v + "`";
+  const auto check = [shown, accepts](const std::string& v, const std::string& at) {
+    if (!accepts(v)) fail(at, "expected " + quoted_alternatives(shown) + ", got \"" + v + "\"");
+  };
+  return scalar(path, get, std::move(allowed), std::move(help), &JsonReader::string, check);
+}
+
+template <class Get>
+Field integer(std::string_view path, Get get, IntRange range, std::string help) {
+  const auto check = [range](std::int64_t v, const std::string& at) { range.check(v, at); };
+  return scalar(path, get, "integer " + range.text(), std::move(help), &JsonReader::integer, check);
+}
+
+template <class Get>
+Field real(std::string_view path, Get get, RealRange range, std::string help) {
+  const auto check = [range](double v, const std::string& at) { range.check(v, at); };
+  return scalar(path, get, "number " + range.text(), std::move(help), &JsonReader::number, check);
+}
+
+// How an integer list must come: as given, or settled into a set, or already ascending.
+enum class Order { as_given, sorted_set, strictly_ascending };
+
+template <class Get>
+Field integers(std::string_view path, Get get, IntRange range, Order order, bool non_empty, std::string help) {
+  std::string allowed = std::string(non_empty ? "non-empty " : "") +
+                        (order == Order::strictly_ascending ? "ascending " : "") + "list of integers " + range.text();
+  Field f = bound(path, get, std::move(allowed), std::move(help));
+  f.read = [name = f.name, get, range, order, non_empty](JsonReader& r, SearchConfig& c) {
+    const auto* v = r.member(name);
+    if (!v) return;
+    const std::string p = r.path_of(name);
+    std::vector<std::int64_t> values = read_integers(*v, p, range);
+    if (non_empty && values.empty()) fail(p, "must not be empty");
+    if (order == Order::strictly_ascending) require_ascending(values, p);
+    if (order == Order::sorted_set) {
+      std::sort(values.begin(), values.end());
+      values.erase(std::unique(values.begin(), values.end()), values.end());
     }
-  }
-  if (const auto* v = s->member("sm_margins")) {
-    c.oracle.sm_margins = ints(int_list(*v, s->path_of("sm_margins"), 0, 1023));
-    if (c.oracle.sm_margins.empty()) fail(s->path_of("sm_margins"), "must not be empty");
-  }
-  s.finish();
+    get(c).assign(values.begin(), values.end());
+  };
+  return f;
 }
 
-void parse_decisions(JsonReader& root, SearchConfig& c) {
-  Section s(root, "decisions");
-  if (!s) return;
-  read_int(*s, "max_splits", c.decisions.max_splits, 1, kMaxSplits);
-  if (const auto* v = s->member("sm_margins")) {
-    c.decisions.sm_margins = ints(int_list(*v, s->path_of("sm_margins"), 0, 1023));
-    if (c.decisions.sm_margins.empty()) fail(s->path_of("sm_margins"), "must not be empty");
-  }
-  read_int(*s, "max_rules", c.decisions.max_rules, 1, 256);
-  s.finish();
+// A list whose elements `element` reads (value, path).
+template <class Get, class Element>
+Field list(std::string_view path, Get get, std::string what, bool non_empty, Element element, std::string help) {
+  Field f = bound(path, get, std::string(non_empty ? "non-empty " : "") + "list of " + what, std::move(help));
+  f.read = [name = f.name, get, what, non_empty, element](JsonReader& r, SearchConfig& c) {
+    const auto* v = r.member(name);
+    if (!v) return;
+    auto values = read_array(*v, r.path_of(name), what, element);
+    if (non_empty && values.empty()) fail(r.path_of(name), "must not be empty");
+    get(c) = std::move(values);
+  };
+  return f;
 }
 
-void parse_islands(JsonReader& root, SearchConfig& c) {
-  Section s(root, "islands");
-  if (!s) return;
-  read_int(*s, "count", c.islands.count, 1, 64);
-  read_int(*s, "batch", c.islands.batch, 1, 4096);
-  read_int(*s, "migration_interval", c.islands.migration_interval, 0, 1 << 20);
-  read_int(*s, "migration_count", c.islands.migration_count, 0, 1024);
-  read_int(*s, "recent", c.islands.recent, 1, 1 << 16);
-  s.finish();
+bool boolean_at(const nlohmann::json& v, const std::string& path) {
+  if (!v.is_boolean()) fail(path, "expected true or false, got " + json_kind(v));
+  return v.get<bool>();
 }
 
-void parse_archive(JsonReader& root, SearchConfig& c) {
-  Section s(root, "archive");
-  if (!s) return;
-  if (const auto* v = s->member("rule_buckets")) {
-    const auto edges = int_list(*v, s->path_of("rule_buckets"), 1, 256);
-    require_ascending(edges, s->path_of("rule_buckets"));
-    c.archive.rule_buckets = ints(edges);
-  }
-  if (const auto* v = s->member("regions")) {
-    const std::string p = s->path_of("regions");
-    if (!v->is_array()) fail(p, "expected an array of {\"feature\": NAME, \"edges\": [...]}");
-    c.archive.regions.clear();
-    for (std::size_t i = 0; i < v->size(); ++i) {
-      JsonReader a((*v)[i], p + "[" + std::to_string(i) + "]");
-      const auto* f = a.member("feature");
-      if (!f) fail(a.path_of("feature"), "missing");
-      RegionAxis axis;
-      axis.feature = feature_at(*f, a.path_of("feature"));
-      const auto* e = a.member("edges");
-      if (!e) fail(a.path_of("edges"), "missing");
-      axis.edges = int_list(*e, a.path_of("edges"), 0, std::int64_t{1} << 40);
-      require_ascending(axis.edges, a.path_of("edges"));
-      a.finish();
-      c.archive.regions.push_back(axis);
-    }
+std::string string_at(const nlohmann::json& v, const std::string& path) {
+  if (!v.is_string()) fail(path, "expected a string, got " + json_kind(v));
+  return v.get<std::string>();
+}
+
+Feature config_feature_at(const nlohmann::json& v, const std::string& path) {
+  return feature_at(v, path, UnknownFeature::list_choices);
+}
+
+Field features_field() {
+  Field f = described("features", "non-empty list of feature names: " + feature_names(),
+                      "the features rules may test (the default: all of them)");
+  f.read = [](JsonReader& r, SearchConfig& c) {
+    const auto* v = r.member("features");
+    if (!v) return;
+    const auto list = read_array(*v, r.path_of("features"), "feature names", config_feature_at);
+    if (list.empty()) fail(r.path_of("features"), "must not be empty");
+    c.features = FeatureSet(list);
+  };
+  f.write = [](const SearchConfig& c) {
+    nlohmann::json names = nlohmann::json::array();
+    for (Feature x : c.features.list()) names.push_back(std::string(name(x)));
+    return names;
+  };
+  return f;
+}
+
+RegionAxis region_at(const nlohmann::json& v, const std::string& path) {
+  JsonReader a(v, path);
+  const auto* feature = a.member("feature");
+  if (!feature) fail(a.path_of("feature"), "missing");
+  RegionAxis axis;
+  axis.feature = config_feature_at(*feature, a.path_of("feature"));
+  const auto* edges = a.member("edges");
+  if (!edges) fail(a.path_of("edges"), "missing");
+  axis.edges = read_integers(*edges, a.path_of("edges"), IntRange{0, std::int64_t{1} << 40});
+  require_ascending(axis.edges, a.path_of("edges"));
+  a.finish();
+  return axis;
+}
+
+constexpr std::int64_t kMaxRegionCells = 4096;
+
+Field regions_field() {
+  Field f = described("archive.regions", "list of `{\"feature\": NAME, \"edges\": [ascending integers]}`",
+                      "the archive's axes over the shape space: a feature and its bucket edges (value < edges[0] is "
+                      "bucket 0); at most " + std::to_string(kMaxRegionCells) + " cells in all");
+  f.read = [](JsonReader& r, SearchConfig& c) {
+    const auto* v = r.member("regions");
+    if (!v) return;
+    const std::string p = r.path_of("regions");
+    c.archive.regions = read_array(*v, p, "{\"feature\": NAME, \"edges\": [...]}", region_at);
     std::int64_t cells = 1;
     for (const auto& a : c.archive.regions) cells *= static_cast<std::int64_t>(a.edges.size()) + 1;
-    if (cells > 4096) fail(p, "more than 4096 regions; use fewer edges");
-  }
-  s.finish();
+    if (cells > kMaxRegionCells) fail(p, "more than " + std::to_string(kMaxRegionCells) + " regions; use fewer edges");
+  };
+  f.write = [](const SearchConfig& c) {
+    nlohmann::json axes = nlohmann::json::array();
+    for (const auto& a : c.archive.regions) axes.push_back({{"feature", std::string(name(a.feature))}, {"edges", a.edges}});
+    return axes;
+  };
+  return f;
 }
 
-void parse_selection(JsonReader& root, SearchConfig& c) {
-  Section s(root, "selection");
-  if (!s) return;
-  read_real(*s, "exploration", c.selection.exploration, 0, 1);
-  read_real(*s, "exploitation", c.selection.exploitation, 0, 1);
-  read_real(*s, "elite", c.selection.elite, 0, 1);
-  read_int(*s, "tournament", c.selection.tournament, 1, 64);
-  read_int(*s, "inspirations", c.selection.inspirations, 0, 16);
-  if (c.selection.exploration + c.selection.exploitation + c.selection.elite <= 0)
-    fail(s->path(), "exploration, exploitation and elite must not all be 0");
-  s.finish();
+bool is_l2_mode(const std::string& v) { return parse_l2_mode(v).has_value(); }
+bool is_estimate(const std::string& v) { return v == "auto" || v == "none" || v.starts_with("sim:"); }
+
+// The path of a member and the member itself, spelt once: CONFIG_MEMBER(islands.count)
+// gives "islands.count" and an accessor of c.islands.count, const or not.
+#define CONFIG_MEMBER(m) #m, [](auto& c) -> auto& { return c.m; }
+
+Field written_if(Field f, bool (*written)(const SearchConfig&)) {
+  f.written = written;
+  return f;
+}
+bool split_list_given(const SearchConfig& c) { return !c.oracle.splits.empty(); }
+bool split_range_given(const SearchConfig& c) { return c.oracle.splits.empty(); }
+
+std::vector<Field> declare_fields() {
+  const IntRange splits{1, kMaxSplits}, margins{0, 1023}, non_negative{0, kUnbounded}, program_count{0, 1024};
+  const RealRange weight{0, 1e6}, share{0, 1};
+  return {
+      text(CONFIG_MEMBER(name), "the run's name, stored with it"),
+      text(CONFIG_MEMBER(description), "free text stored with the run"),
+      text(CONFIG_MEMBER(workload), "the shapes: a shipped workload or domain name, or a JSON file"),
+      text(CONFIG_MEMBER(baseline), "the policy speedups are measured against"),
+      text(CONFIG_MEMBER(seed_policy), "the base of every program (a built-in policy or a Lua file); empty: the baseline"),
+      integer(CONFIG_MEMBER(seed), non_negative, "the run's random seed; `--seed` overrides it"),
+      choice(CONFIG_MEMBER(l2), {std::string(to_string(L2Mode::cold)), std::string(to_string(L2Mode::hot))},
+             is_l2_mode, "cold: inputs rotate through more than twice the L2; hot: one input set is reused"),
+      features_field(),
+
+      real(CONFIG_MEMBER(split.validation_fraction), {0.0, 0.9},
+           "share of the workload's shapes held out for validation (it picks the winner)"),
+      integer(CONFIG_MEMBER(split.seed), non_negative, "the split's seed, apart from the run's so that runs compare"),
+
+      real(CONFIG_MEMBER(fitness.floor), share, "the speedup every training shape must keep"),
+      real(CONFIG_MEMBER(fitness.penalty), weight,
+           "score = log(geomean) - penalty x the sum of the log shortfalls below the floor"),
+
+      flag(CONFIG_MEMBER(oracle.enabled),
+           "measure the oracle (the best decision per shape over the space below): the oracle fraction and "
+           "add_rule's targets"),
+      written_if(integer(CONFIG_MEMBER(oracle.min_splits), splits, "the oracle's smallest num_splits (or give `splits`)"),
+                 split_range_given),
+      written_if(integer(CONFIG_MEMBER(oracle.max_splits), splits, "the oracle's largest num_splits (or give `splits`)"),
+                 split_range_given),
+      written_if(integers(CONFIG_MEMBER(oracle.splits), splits, Order::sorted_set, true,
+                          "exactly these num_splits values instead of min_splits..max_splits"),
+                 split_list_given),
+      list(CONFIG_MEMBER(oracle.pack_gqa), "true / false", true, boolean_at, "the oracle's pack_gqa values"),
+      integers(CONFIG_MEMBER(oracle.sm_margins), margins, Order::as_given, true, "the oracle's sm_margin values"),
+
+      integer(CONFIG_MEMBER(decisions.max_splits), splits, "the largest num_splits a rule may return"),
+      integers(CONFIG_MEMBER(decisions.sm_margins), margins, Order::as_given, true,
+               "the sm_margin values a rule may return"),
+      integer(CONFIG_MEMBER(decisions.max_rules), {1, 256}, "the most rules a program may have"),
+
+      integer(CONFIG_MEMBER(islands.count), {1, 64}, "islands on the ring"),
+      integer(CONFIG_MEMBER(islands.batch), {1, 4096}, "candidates per island per step"),
+      integer(CONFIG_MEMBER(islands.migration_interval), {0, 1 << 20}, "steps between migrations (0: never)"),
+      integer(CONFIG_MEMBER(islands.migration_count), program_count,
+              "elites each island sends to the next on the ring"),
+      integer(CONFIG_MEMBER(islands.recent), {1, 1 << 16}, "programs an island remembers for exploration"),
+
+      integers(CONFIG_MEMBER(archive.rule_buckets), {1, 256}, Order::strictly_ascending, false,
+               "the edges of the archive's rule-count buckets"),
+      regions_field(),
+
+      real(CONFIG_MEMBER(selection.exploration), share, "weight of a parent drawn from what the island remembers"),
+      real(CONFIG_MEMBER(selection.exploitation), share, "weight of a parent from a tournament among the elites"),
+      real(CONFIG_MEMBER(selection.elite), share, "weight of the island's best as the parent"),
+      integer(CONFIG_MEMBER(selection.tournament), {1, 64}, "the tournament's size"),
+      integer(CONFIG_MEMBER(selection.inspirations), {0, 16},
+              "other elites shown to crossover and the external mutator"),
+
+      real(CONFIG_MEMBER(operators.perturb), weight, "weight: move a threshold, a constant or an expression term"),
+      real(CONFIG_MEMBER(operators.add_rule), weight,
+           "weight: a new rule in front, aimed at the parent's worst training shapes"),
+      real(CONFIG_MEMBER(operators.drop_rule), weight, "weight: drop a rule"),
+      real(CONFIG_MEMBER(operators.swap_rules), weight, "weight: two adjacent rules change places"),
+      real(CONFIG_MEMBER(operators.merge_rules), weight, "weight: two adjacent rules become one over their hull"),
+      real(CONFIG_MEMBER(operators.to_expression), weight, "weight: a constant num_splits becomes an expression"),
+      real(CONFIG_MEMBER(operators.crossover), weight, "weight: rule lists of the parent and an inspiration"),
+      real(CONFIG_MEMBER(operators.base_literal), weight, "weight: a numeric literal of the base script changes"),
+      real(CONFIG_MEMBER(operators.external), weight, "weight: the external mutator command (needs external.command)"),
+
+      list(CONFIG_MEMBER(external.command), "strings", false, string_at,
+           "the external mutator's argv; empty: no external mutator"),
+      real(CONFIG_MEMBER(external.timeout_s), {0.001, 86400}, "seconds before the mutator is killed"),
+      integer(CONFIG_MEMBER(external.max_output_bytes), {1, kUnbounded}, "the most output accepted from the mutator"),
+
+      choice(CONFIG_MEMBER(cascade.estimate), {"auto", "none", "sim:PROFILE"}, is_estimate,
+             "the cheap estimate before the device: auto is the simulator profile of the GPU's model on a GPU and "
+             "nothing on the simulator, where the estimate is the measurement"),
+      real(CONFIG_MEMBER(cascade.estimate_slack), {0, 10},
+           "measure on the device only within this much log-speedup of the island's best estimate"),
+      integer(CONFIG_MEMBER(cascade.threads), {0, 256}, "sandbox threads; 0: one per core"),
+
+      integer(CONFIG_MEMBER(final.candidates), {1, 1024},
+              "the best training programs (distinct on the training shapes) scored on validation"),
+      flag(CONFIG_MEMBER(final.elites), "also every feasible MAP-Elites elite of every island (simpler programs)"),
+      integer(CONFIG_MEMBER(final.repair), program_count,
+              "of the best training finalists under the floor on validation, how many are repaired"),
+      integer(CONFIG_MEMBER(final.confirm_top), program_count,
+              "of the finalists, how many are re-measured against the baseline"),
+      integer(CONFIG_MEMBER(final.confirm_pairs), {1, 1000},
+              "interleaved candidate / baseline pairs per shape in that confirmation"),
+
+      integer(CONFIG_MEMBER(stop.max_evaluations), non_negative, "programs scored (0: no limit)"),
+      real(CONFIG_MEMBER(stop.minutes), {0, 1e7}, "wall time over all sessions (0: no limit)"),
+      real(CONFIG_MEMBER(stop.target_fitness), weight, "the training geomean that ends the search (0: none)"),
+      integer(CONFIG_MEMBER(stop.stagnation_steps), {0, 1 << 30}, "steps without a better training score (0: never)"),
+
+      integer(CONFIG_MEMBER(sandbox.max_instructions), {1000, kUnbounded},
+              "Lua instructions per script load and per dispatch call"),
+      integer(CONFIG_MEMBER(sandbox.max_memory_bytes), {64 * 1024, kUnbounded}, "memory of one script's Lua state"),
+  };
 }
 
-void parse_operators(JsonReader& root, SearchConfig& c) {
-  Section s(root, "operators");
-  if (!s) return;
-  auto& w = c.operators;
-  read_real(*s, "perturb", w.perturb, 0, 1e6);
-  read_real(*s, "add_rule", w.add_rule, 0, 1e6);
-  read_real(*s, "drop_rule", w.drop_rule, 0, 1e6);
-  read_real(*s, "swap_rules", w.swap_rules, 0, 1e6);
-  read_real(*s, "merge_rules", w.merge_rules, 0, 1e6);
-  read_real(*s, "to_expression", w.to_expression, 0, 1e6);
-  read_real(*s, "crossover", w.crossover, 0, 1e6);
-  read_real(*s, "base_literal", w.base_literal, 0, 1e6);
-  read_real(*s, "external", w.external, 0, 1e6);
+#undef CONFIG_MEMBER
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> all = declare_fields();
+  return all;
+}
+
+// Checks across the fields of one section, run after they are read.
+void check_oracle(JsonReader& s, const SearchConfig& c) {
+  if (s.has("splits") && (s.has("min_splits") || s.has("max_splits")))
+    fail(s.path_of("splits"), "give either splits or min_splits / max_splits, not both");
+  if (c.oracle.min_splits > c.oracle.max_splits)
+    fail(s.path_of("min_splits"), "must not exceed max_splits (" + std::to_string(c.oracle.max_splits) + ")");
+}
+
+void check_selection(JsonReader& s, const SearchConfig& c) {
+  const auto& w = c.selection;
+  if (w.exploration + w.exploitation + w.elite <= 0)
+    fail(s.path(), "exploration, exploitation and elite must not all be 0");
+}
+
+void check_operators(JsonReader& s, const SearchConfig& c) {
+  const auto& w = c.operators;
   if (w.perturb + w.add_rule + w.drop_rule + w.swap_rules + w.merge_rules + w.to_expression + w.crossover +
           w.base_literal + w.external <= 0)
-    fail(s->path(), "every operator weight is 0");
-  s.finish();
+    fail(s.path(), "every operator weight is 0");
 }
 
-void parse_external(JsonReader& root, SearchConfig& c) {
-  Section s(root, "external");
-  if (!s) return;
-  if (const auto* v = s->member("command")) {
-    const std::string p = s->path_of("command");
-    if (!v->is_array()) fail(p, "expected an array of strings (argv), got " + json_kind(*v));
-    c.external.command.clear();
-    for (std::size_t i = 0; i < v->size(); ++i) {
-      if (!(*v)[i].is_string()) fail(p + "[" + std::to_string(i) + "]", "expected a string, got " + json_kind((*v)[i]));
-      c.external.command.push_back((*v)[i].get<std::string>());
-    }
-  }
-  read_real(*s, "timeout_s", c.external.timeout_s, 0.001, 86400);
-  std::int64_t max_out = static_cast<std::int64_t>(c.external.max_output_bytes);
-  read_i64(*s, "max_output_bytes", max_out, 1);
-  c.external.max_output_bytes = static_cast<std::size_t>(max_out);
-  s.finish();
+void check_stop(JsonReader& s, const SearchConfig& c) {
+  const auto& w = c.stop;
+  if (w.max_evaluations == 0 && w.minutes == 0 && w.target_fitness == 0 && w.stagnation_steps == 0)
+    fail(s.path(), "no stop condition: set max_evaluations, minutes, target_fitness or stagnation_steps");
 }
 
-void parse_cascade(JsonReader& root, SearchConfig& c) {
-  Section s(root, "cascade");
-  if (!s) return;
-  if (auto v = s->string("estimate")) {
-    if (*v != "auto" && *v != "none" && !v->starts_with("sim:"))
-      fail(s->path_of("estimate"), "expected \"auto\", \"none\" or \"sim:PROFILE\", got \"" + *v + "\"");
-    c.cascade.estimate = *v;
-  }
-  read_real(*s, "estimate_slack", c.cascade.estimate_slack, 0, 10);
-  read_int(*s, "threads", c.cascade.threads, 0, 256);
-  s.finish();
+struct SectionCheck {
+  std::string_view section;
+  void (*check)(JsonReader&, const SearchConfig&);
+};
+constexpr SectionCheck kSectionChecks[] = {
+    {"oracle", check_oracle}, {"selection", check_selection}, {"operators", check_operators}, {"stop", check_stop}};
+
+// The fields of `section` (and its checks) from `r`, the section's own reader.
+void read_section(JsonReader& r, const std::string& section, SearchConfig& c) {
+  for (const Field& f : fields())
+    if (f.section == section) f.read(r, c);
+  for (const auto& check : kSectionChecks)
+    if (check.section == section) check.check(r, c);
 }
 
-void parse_final(JsonReader& root, SearchConfig& c) {
-  Section s(root, "final");
-  if (!s) return;
-  read_int(*s, "candidates", c.final.candidates, 1, 1024);
-  if (auto v = s->boolean("elites")) c.final.elites = *v;
-  read_int(*s, "repair", c.final.repair, 0, 1024);
-  read_int(*s, "confirm_top", c.final.confirm_top, 0, 1024);
-  read_int(*s, "confirm_pairs", c.final.confirm_pairs, 1, 1000);
-  s.finish();
+// The sections in the order they are declared.
+std::vector<std::string> section_names() {
+  std::vector<std::string> out;
+  for (const Field& f : fields())
+    if (!f.section.empty() && std::find(out.begin(), out.end(), f.section) == out.end()) out.push_back(f.section);
+  return out;
 }
 
-void parse_stop(JsonReader& root, SearchConfig& c) {
-  Section s(root, "stop");
-  if (!s) return;
-  read_i64(*s, "max_evaluations", c.stop.max_evaluations, 0);
-  read_real(*s, "minutes", c.stop.minutes, 0, 1e7);
-  read_real(*s, "target_fitness", c.stop.target_fitness, 0, 1e6);
-  read_int(*s, "stagnation_steps", c.stop.stagnation_steps, 0, 1 << 30);
-  if (c.stop.max_evaluations == 0 && c.stop.minutes == 0 && c.stop.target_fitness == 0 && c.stop.stagnation_steps == 0)
-    fail(s->path(), "no stop condition: set max_evaluations, minutes, target_fitness or stagnation_steps");
-  s.finish();
-}
-
-void parse_sandbox(JsonReader& root, SearchConfig& c) {
-  Section s(root, "sandbox");
-  if (!s) return;
-  std::int64_t instr = static_cast<std::int64_t>(c.sandbox.max_instructions);
-  read_i64(*s, "max_instructions", instr, 1000);
-  c.sandbox.max_instructions = static_cast<std::uint64_t>(instr);
-  std::int64_t mem = static_cast<std::int64_t>(c.sandbox.max_memory_bytes);
-  read_i64(*s, "max_memory_bytes", mem, 64 * 1024);
-  c.sandbox.max_memory_bytes = static_cast<std::size_t>(mem);
-  s.finish();
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char ch : text) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+  return out;
 }
 
 }  // namespace
@@ -317,38 +470,16 @@ std::vector<int> SearchConfig::Oracle::split_values() const {
 SearchConfig parse_search_config(const nlohmann::json& j, const std::string& source) {
   try {
     SearchConfig c;
-    JsonReader r(j, "$");
-    if (auto v = r.string("name")) c.name = *v;
-    if (auto v = r.string("description")) c.description = *v;
-    if (auto v = r.string("workload")) c.workload = *v;
-    if (auto v = r.string("baseline")) c.baseline = *v;
-    if (auto v = r.string("seed_policy")) c.seed_policy = *v;
-    read_u64(r, "seed", c.seed);
-    if (auto v = r.string("l2")) {
-      if (!parse_l2_mode(*v)) fail(r.path_of("l2"), "expected \"cold\" or \"hot\", got \"" + *v + "\"");
-      c.l2 = *v;
+    JsonReader root(j, "$");
+    read_section(root, "", c);
+    for (const std::string& section : section_names()) {
+      const auto* v = root.member(section);
+      if (!v) continue;
+      JsonReader r(*v, root.path_of(section));
+      read_section(r, section, c);
+      r.finish();
     }
-    if (const auto* v = r.member("features")) {
-      const std::string p = r.path_of("features");
-      if (!v->is_array() || v->empty()) fail(p, "expected a non-empty array of feature names");
-      std::vector<Feature> fs;
-      for (std::size_t i = 0; i < v->size(); ++i) fs.push_back(feature_at((*v)[i], p + "[" + std::to_string(i) + "]"));
-      c.features = FeatureSet(fs);
-    }
-    parse_split(r, c);
-    parse_fitness(r, c);
-    parse_oracle(r, c);
-    parse_decisions(r, c);
-    parse_islands(r, c);
-    parse_archive(r, c);
-    parse_selection(r, c);
-    parse_operators(r, c);
-    parse_external(r, c);
-    parse_cascade(r, c);
-    parse_final(r, c);
-    parse_stop(r, c);
-    parse_sandbox(r, c);
-    r.finish();
+    root.finish();
     if (c.operators.external > 0 && c.external.command.empty())
       fail("$.operators.external", "is above 0 but $.external.command is empty");
     return c;
@@ -388,75 +519,19 @@ SearchConfig load_search_config(std::string_view name_or_path) {
 }
 
 nlohmann::json to_json(const SearchConfig& c) {
-  using nlohmann::json;
-  json features = json::array();
-  for (Feature f : c.features.list()) features.push_back(std::string(name(f)));
-  json regions = json::array();
-  for (const auto& a : c.archive.regions) regions.push_back({{"feature", std::string(name(a.feature))}, {"edges", a.edges}});
-  const auto& w = c.operators;
-  nlohmann::json oracle = {{"enabled", c.oracle.enabled}, {"pack_gqa", c.oracle.pack_gqa}, {"sm_margins", c.oracle.sm_margins}};
-  if (c.oracle.splits.empty()) {
-    oracle["min_splits"] = c.oracle.min_splits;
-    oracle["max_splits"] = c.oracle.max_splits;
-  } else {
-    oracle["splits"] = c.oracle.splits;
-  }
-  return {
-      {"name", c.name},
-      {"description", c.description},
-      {"workload", c.workload},
-      {"baseline", c.baseline},
-      {"seed_policy", c.seed_policy},
-      {"seed", c.seed},
-      {"l2", c.l2},
-      {"features", features},
-      {"split", {{"validation_fraction", c.split.validation_fraction}, {"seed", c.split.seed}}},
-      {"fitness", {{"floor", c.fitness.floor}, {"penalty", c.fitness.penalty}}},
-      {"oracle", oracle},
-      {"decisions",
-       {{"max_splits", c.decisions.max_splits}, {"sm_margins", c.decisions.sm_margins}, {"max_rules", c.decisions.max_rules}}},
-      {"islands",
-       {{"count", c.islands.count},
-        {"batch", c.islands.batch},
-        {"migration_interval", c.islands.migration_interval},
-        {"migration_count", c.islands.migration_count},
-        {"recent", c.islands.recent}}},
-      {"archive", {{"rule_buckets", c.archive.rule_buckets}, {"regions", regions}}},
-      {"selection",
-       {{"exploration", c.selection.exploration},
-        {"exploitation", c.selection.exploitation},
-        {"elite", c.selection.elite},
-        {"tournament", c.selection.tournament},
-        {"inspirations", c.selection.inspirations}}},
-      {"operators",
-       {{"perturb", w.perturb},
-        {"add_rule", w.add_rule},
-        {"drop_rule", w.drop_rule},
-        {"swap_rules", w.swap_rules},
-        {"merge_rules", w.merge_rules},
-        {"to_expression", w.to_expression},
-        {"crossover", w.crossover},
-        {"base_literal", w.base_literal},
-        {"external", w.external}}},
-      {"external",
-       {{"command", c.external.command},
-        {"timeout_s", c.external.timeout_s},
-        {"max_output_bytes", c.external.max_output_bytes}}},
-      {"cascade",
-       {{"estimate", c.cascade.estimate}, {"estimate_slack", c.cascade.estimate_slack}, {"threads", c.cascade.threads}}},
-      {"final",
-       {{"candidates", c.final.candidates},
-        {"elites", c.final.elites},
-        {"repair", c.final.repair},
-        {"confirm_top", c.final.confirm_top},
-        {"confirm_pairs", c.final.confirm_pairs}}},
-      {"stop",
-       {{"max_evaluations", c.stop.max_evaluations},
-        {"minutes", c.stop.minutes},
-        {"target_fitness", c.stop.target_fitness},
-        {"stagnation_steps", c.stop.stagnation_steps}}},
-      {"sandbox", {{"max_instructions", c.sandbox.max_instructions}, {"max_memory_bytes", c.sandbox.max_memory_bytes}}},
-  };
+  nlohmann::json j = nlohmann::json::object();
+  for (const Field& f : fields())
+    if (f.written(c)) (f.section.empty() ? j : j[f.section])[f.name] = f.write(c);
+  return j;
+}
+
+std::string search_config_reference() {
+  const SearchConfig defaults;
+  std::string out = "| field | default | allowed | meaning |\n| --- | --- | --- | --- |\n";
+  for (const Field& f : fields())
+    out += "| `" + f.path() + "` | `" + markdown_cell(f.write(defaults).dump()) + "` | " + markdown_cell(f.allowed) +
+           " | " + markdown_cell(f.help) + " |\n";
+  return out;
 }
 
 }  // namespace evodispatch::search

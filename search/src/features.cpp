@@ -1,5 +1,9 @@
 #include <evodispatch/search/features.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/heuristics/json_reader.hpp>
+
 namespace evodispatch::search {
 
 namespace {
@@ -23,6 +27,21 @@ std::optional<Feature> parse_feature(std::string_view n) {
   for (int i = 0; i < kNumFeatures; ++i)
     if (kInfo[i].name == n) return static_cast<Feature>(i);
   return std::nullopt;
+}
+
+std::string feature_names() {
+  std::string names;
+  for (int i = 0; i < kNumFeatures; ++i) names += (i ? ", " : "") + std::string(kInfo[i].name);
+  return names;
+}
+
+Feature feature_at(const nlohmann::json& v, const std::string& path, UnknownFeature report) {
+  if (!v.is_string()) throw InputError(path + ": expected a feature name, got " + json_kind(v));
+  const auto f = parse_feature(v.get<std::string>());
+  if (f) return *f;
+  std::string what = path + ": unknown feature \"" + v.get<std::string>() + "\"";
+  if (report == UnknownFeature::list_choices) what += " (features: " + feature_names() + ")";
+  throw InputError(what);
 }
 
 std::string_view lua_expression(Feature f) { return kInfo[static_cast<int>(f)].lua; }

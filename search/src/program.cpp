@@ -154,13 +154,6 @@ std::optional<bool> optional_bool(JsonReader& r, const std::string& field) {
   return v->get<bool>();
 }
 
-Feature feature_at(const nlohmann::json& v, const std::string& path) {
-  if (!v.is_string()) throw InputError(path + ": expected a feature name, got " + json_kind(v));
-  auto f = parse_feature(v.get<std::string>());
-  if (!f) throw InputError(path + ": unknown feature \"" + v.get<std::string>() + "\"");
-  return *f;
-}
-
 int int_in(std::int64_t v, std::int64_t lo, std::int64_t hi, const std::string& path) {
   if (v < lo || v > hi)
     throw InputError(path + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +

@@ -1,6 +1,9 @@
 // The search config: documented defaults, strict parsing, errors that name the path.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include <evodispatch/search/config.hpp>
 
 using namespace evodispatch;
@@ -86,4 +89,74 @@ TEST(SearchConfig, UnknownNamesListTheShippedConfigs) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("quickstart"), std::string::npos) << e.what();
   }
+}
+
+TEST(SearchConfig, ListsAndChoicesNameTheirPath) {
+  EXPECT_EQ(error_of(R"({"oracle": {"sm_margins": []}})"), "test.json: $.oracle.sm_margins: must not be empty");
+  EXPECT_EQ(error_of(R"({"oracle": {"pack_gqa": [true, 1]}})"),
+            "test.json: $.oracle.pack_gqa[1]: expected true or false, got 1");
+  EXPECT_EQ(error_of(R"({"archive": {"rule_buckets": 4}})"),
+            "test.json: $.archive.rule_buckets: expected an array of integers, got 4");
+  EXPECT_EQ(error_of(R"({"sandbox": {"max_instructions": 10}})"),
+            "test.json: $.sandbox.max_instructions: must be at least 1000, got 10");
+  EXPECT_EQ(error_of(R"({"oracle": {"min_splits": 9, "max_splits": 8}})"),
+            "test.json: $.oracle.min_splits: must not exceed max_splits (8)");
+  EXPECT_EQ(error_of(R"({"final": {"elites": "yes"}})"), "test.json: $.final.elites: expected true or false, got a string");
+  EXPECT_EQ(parse_search_config_text(R"({"cascade": {"estimate": "sim:a100"}})", "t").cascade.estimate, "sim:a100");
+}
+
+namespace {
+// "section.field" for every field to_json writes.
+std::vector<std::string> written_paths(const nlohmann::json& j) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : j.items()) {
+    if (!value.is_object()) {
+      out.push_back(key);
+      continue;
+    }
+    for (const auto& [field, ignored] : value.items()) out.push_back(key + "." + field);
+  }
+  return out;
+}
+}  // namespace
+
+TEST(SearchConfig, TheReferenceHasARowForEveryFieldWithItsDefault) {
+  const std::string table = search_config_reference();
+  EXPECT_EQ(table.rfind("| field | default | allowed | meaning |\n| --- | --- | --- | --- |\n", 0), 0u) << table;
+  SearchConfig with_split_list;
+  with_split_list.oracle.splits = {1, 2};
+  for (const SearchConfig& c : {SearchConfig{}, with_split_list})
+    for (const auto& path : written_paths(to_json(c)))
+      EXPECT_NE(table.find("\n| `" + path + "` |"), std::string::npos) << path;
+  EXPECT_NE(table.find("\n| `fitness.floor` | `0.99` | number in [0, 1] |"), std::string::npos) << table;
+  EXPECT_NE(table.find("\n| `islands.count` | `4` | integer in [1, 64] |"), std::string::npos) << table;
+}
+
+namespace {
+std::string without_blank_edges(std::string s) {
+  s.erase(0, s.find_first_not_of("\n"));
+  s.erase(s.find_last_not_of(" \n") + 1);
+  return s + "\n";
+}
+}  // namespace
+
+// README.md holds the generated table between two marker lines; regenerate it with
+//   build/evodispatch search --config-reference > /tmp/config-table.md &&
+//   awk -v t=/tmp/config-table.md '/<!-- config-table:end -->/{s=0} !s{print}
+//     /<!-- config-table:begin -->/{while((getline l < t)>0) print l; s=1}' README.md > README.md.new &&
+//   mv README.md.new README.md
+TEST(SearchConfig, TheReadmeConfigTableIsTheGeneratedOne) {
+  std::ifstream in(std::string(EVO_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "cannot read README.md";
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const std::string begin = "<!-- config-table:begin -->\n", end = "<!-- config-table:end -->";
+  const auto from = readme.find(begin);
+  ASSERT_NE(from, std::string::npos) << "README.md has no line " << begin;
+  const auto to = readme.find(end, from);
+  ASSERT_NE(to, std::string::npos) << "README.md has no line " << end << " after the begin marker";
+  EXPECT_EQ(without_blank_edges(readme.substr(from + begin.size(), to - from - begin.size())),
+            search_config_reference())
+      << "README.md's config table is not the generated one; see this test's comment for the command";
 }

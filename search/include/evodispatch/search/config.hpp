@@ -1,8 +1,9 @@
 #pragma once
 // The search configuration: every knob of the engine, read strictly from JSON (unknown
 // fields and wrong types are InputErrors naming the JSON path). Each default below is
-// the value a config gets when it leaves the field out; search/README-search.md lists
-// them all with what they do.
+// the value a config gets when it leaves the field out. What each field means and accepts
+// is declared once, beside its parser, in search/src/config.cpp; search_config_reference()
+// prints it (`evodispatch search --config-reference`, and README.md's config table).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,61 +22,62 @@ struct RegionAxis {
 };
 
 struct OperatorWeights {
-  double perturb = 0.30;        // move a threshold, a constant or an expression term
-  double add_rule = 0.25;       // a new rule in front (guided by the parent's worst shapes)
+  double perturb = 0.30;
+  double add_rule = 0.25;
   double drop_rule = 0.05;
-  double swap_rules = 0.05;     // two adjacent rules change places
-  double merge_rules = 0.05;    // two adjacent rules become one over their hull
-  double to_expression = 0.10;  // a constant num_splits becomes an expression
-  double crossover = 0.15;      // rule lists of the parent and an inspiration
-  double base_literal = 0.05;   // a numeric literal of the base script changes
-  double external = 0.0;        // the external mutator command (needs external.command)
+  double swap_rules = 0.05;
+  double merge_rules = 0.05;
+  double to_expression = 0.10;
+  double crossover = 0.15;
+  double base_literal = 0.05;
+  double external = 0.0;
 };
 
+// Each member is a config field of the same name (nested structs are JSON sections); its
+// meaning and range are in the declaration table in search/src/config.cpp.
 struct SearchConfig {
   std::string name = "search";
   std::string description;
 
-  // What is searched, on what, against what.
-  std::string workload = "paper-safety-160";  // shipped name or JSON file
-  std::string baseline = "fa3";               // the policy speedups are measured against
-  std::string seed_policy;                    // the base of every program; empty: the baseline
-  std::uint64_t seed = 1;                     // --seed overrides
-  std::string l2 = "cold";                    // cold | hot
-  FeatureSet features;                        // features rules may use; default all
+  std::string workload = "paper-safety-160";
+  std::string baseline = "fa3";
+  std::string seed_policy;
+  std::uint64_t seed = 1;
+  std::string l2 = "cold";
+  FeatureSet features;
 
   struct Split {
-    double validation_fraction = 0.3;  // share of the workload's shapes held out
-    std::uint64_t seed = 1;            // fixed apart from the run seed, so runs compare
+    double validation_fraction = 0.3;
+    std::uint64_t seed = 1;
   } split;
 
   struct Fitness {
-    double floor = 0.99;    // every training shape must keep this speedup
-    double penalty = 10.0;  // score = log(geomean) - penalty * sum of log shortfalls below the floor
+    double floor = 0.99;
+    double penalty = 10.0;
   } fitness;
 
   struct Oracle {
     bool enabled = true;
-    int min_splits = 1;  // the bounded decision space: num_splits in [min, max] ...
+    int min_splits = 1;
     int max_splits = 64;
-    std::vector<int> splits;  // ... or exactly these (when not empty) ...
-    std::vector<bool> pack_gqa = {true, false};  // ... x pack_gqa ...
-    std::vector<int> sm_margins = {0};           // ... x sm_margin
+    std::vector<int> splits;
+    std::vector<bool> pack_gqa = {true, false};
+    std::vector<int> sm_margins = {0};
     std::vector<int> split_values() const;  // `splits`, or min..max
   } oracle;
 
   struct Decisions {
-    int max_splits = 64;              // what rules may return
+    int max_splits = 64;
     std::vector<int> sm_margins = {0};
     int max_rules = 12;
   } decisions;
 
   struct Islands {
     int count = 4;
-    int batch = 8;                // candidates per island per step
-    int migration_interval = 10;  // steps between migrations (0: never)
-    int migration_count = 2;      // elites each island sends to the next on the ring
-    int recent = 32;              // programs an island remembers for exploration
+    int batch = 8;
+    int migration_interval = 10;
+    int migration_count = 2;
+    int recent = 32;
   } islands;
 
   struct Archive {
@@ -84,45 +86,40 @@ struct SearchConfig {
   } archive;
 
   struct Selection {
-    double exploration = 0.3;   // parent: any program the island remembers
-    double exploitation = 0.6;  // parent: a tournament among the archive's elites
-    double elite = 0.1;         // parent: the island's best
+    double exploration = 0.3;
+    double exploitation = 0.6;
+    double elite = 0.1;
     int tournament = 3;
-    int inspirations = 2;       // other elites shown to crossover and the external mutator
+    int inspirations = 2;
   } selection;
 
   OperatorWeights operators;
 
   struct External {
-    std::vector<std::string> command;  // argv; empty: no external mutator
+    std::vector<std::string> command;
     double timeout_s = 30;
     std::size_t max_output_bytes = 1 << 20;
   } external;
 
   struct Cascade {
-    // The cheap estimate measured before the device: "auto" (the simulator profile of
-    // the device's GPU model when measuring on a GPU; nothing on the simulator, where
-    // the estimate is the measurement), "none", or a "sim:PROFILE" spec.
     std::string estimate = "auto";
-    // Measure on the device only when the estimated score is within this much (in
-    // log-speedup) of the island's best estimate.
     double estimate_slack = 0.02;
-    int threads = 0;  // sandbox threads; 0: one per core
+    int threads = 0;
   } cascade;
 
   struct Final {
-    int candidates = 8;    // best training programs (distinct on the training shapes) scored on validation
-    bool elites = true;    // also every feasible MAP-Elites elite of every island (simpler programs)
-    int repair = 8;        // of the best training finalists under the floor on validation, how many are repaired
-    int confirm_top = 3;   // of those, how many are re-measured against the baseline
-    int confirm_pairs = 30;   // interleaved candidate / baseline pairs per shape (Evaluator::compare)
+    int candidates = 8;
+    bool elites = true;
+    int repair = 8;
+    int confirm_top = 3;
+    int confirm_pairs = 30;
   } final;
 
   struct Stop {
-    std::int64_t max_evaluations = 5000;  // programs scored (0: no limit)
-    double minutes = 0;                   // wall time over all sessions (0: no limit)
-    double target_fitness = 0;            // training geomean that ends the search (0: none)
-    int stagnation_steps = 0;             // steps without a better training score (0: never)
+    std::int64_t max_evaluations = 5000;
+    double minutes = 0;
+    double target_fitness = 0;
+    int stagnation_steps = 0;
   } stop;
 
   struct Sandbox {
@@ -142,5 +139,8 @@ std::optional<std::string> shipped_search_config(std::string_view name);
 
 // Every field, defaults filled in: what a run stores as its config and resumes from.
 nlohmann::json to_json(const SearchConfig&);
+
+// A markdown table of every field: JSON path, default, allowed values, meaning.
+std::string search_config_reference();
 
 }  // namespace evodispatch::search

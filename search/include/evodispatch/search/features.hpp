@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <evodispatch/heuristics/contract.hpp>
 
 namespace evodispatch::search {
@@ -30,6 +32,15 @@ inline constexpr int kNumFeatures = 11;
 
 std::string_view name(Feature);
 std::optional<Feature> parse_feature(std::string_view);
+// Every feature name in enum order, comma-separated ("batch, seqlen_q, ...").
+std::string feature_names();
+
+// How feature_at reports a name it does not know. A config is written by hand, so its
+// error lists the choices; a stored rule list is written by the engine, so naming the
+// value is enough.
+enum class UnknownFeature { name_it, list_choices };
+// The feature a JSON string names; otherwise an InputError at `path`.
+Feature feature_at(const nlohmann::json&, const std::string& path, UnknownFeature = UnknownFeature::name_it);
 // The Lua expression of the feature, parenthesised where it is a product.
 std::string_view lua_expression(Feature);
 // The smallest value a valid shape can give (a lower bound at or below it is no condition).
