@@ -313,6 +313,7 @@ void add_search(CLI::App& app, Action& action) {
       ->capture_default_str();
   add_db_option(*verb, *o);
   add_json_option(*verb, *o);
+  add_config_reference_flag(*verb);
   verb->callback([&action, o] { action = [o] { return run_search(*o); }; });
 }
 

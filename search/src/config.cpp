@@ -299,7 +299,7 @@ std::vector<Field> declare_fields() {
   return {
       text(CONFIG_MEMBER(name), "the run's name, stored with it"),
       text(CONFIG_MEMBER(description), "free text stored with the run"),
-      text(CONFIG_MEMBER(workload), "the shapes: a shipped workload or domain name, or a JSON file"),
+      text(CONFIG_MEMBER(workload), "the shapes: a shipped workload name or a JSON file"),
       text(CONFIG_MEMBER(baseline), "the policy speedups are measured against"),
       text(CONFIG_MEMBER(seed_policy), "the base of every program (a built-in policy or a Lua file); empty: the baseline"),
       integer(CONFIG_MEMBER(seed), non_negative, "the run's random seed; `--seed` overrides it"),
