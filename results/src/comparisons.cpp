@@ -11,10 +11,20 @@ const std::string& select_sql() {
       "SELECT c.id, c.run_id, c.program_id, " + detail::shape_columns("s") +
       ", d.fingerprint, k.hash, c.l2_mode, c.cand_num_splits, c.cand_pack_gqa, c.cand_sm_margin, "
       "c.base_num_splits, c.base_pack_gqa, c.base_sm_margin, c.attempt, c.ok, c.error, c.candidate_us, "
-      "c.baseline_us, c.speedup, c.speedup_lo, c.speedup_hi, c.pairs, c.details_json, c.created_at "
+      "c.baseline_us, c.speedup, c.speedup_lo, c.speedup_hi, c.pairs, c.details_json, c.created_at, c.baseline_side "
       "FROM comparisons c JOIN shapes s ON s.id = c.shape_id JOIN devices d ON d.id = c.device_id "
       "JOIN kernel_builds k ON k.id = c.kernel_build_id";
   return kSql;
+}
+
+// The baseline_side column's text: the name of compare()'s argument.
+std::string_view side_text(BaselineSide side) { return side == BaselineSide::a ? "a" : "b"; }
+
+BaselineSide read_side(const sql::Statement& st, int col) {
+  const std::string text = st.column_text(col);
+  if (text == "a") return BaselineSide::a;
+  if (text == "b") return BaselineSide::b;
+  throw DbError("stored comparison has an unknown baseline side \"" + text + "\"", st.sql());
 }
 
 ComparisonRecord read_comparison(const sql::Statement& st) {
@@ -39,13 +49,14 @@ ComparisonRecord read_comparison(const sql::Statement& st) {
   r.pairs = st.column_int(29);
   r.details = detail::read_json(st, 30);
   r.created_at = st.column_text(31);
+  r.baseline_side = read_side(st, 32);
   return r;
 }
 
 constexpr std::string_view kInsertColumns[] = {
     "run_id", "program_id", "shape_id", "attempt", "device_id", "kernel_build_id", "l2_mode",
     "cand_num_splits", "cand_pack_gqa", "cand_sm_margin", "base_num_splits", "base_pack_gqa", "base_sm_margin",
-    "ok", "error", "candidate_us", "baseline_us", "speedup", "speedup_lo", "speedup_hi", "pairs",
+    "baseline_side", "ok", "error", "candidate_us", "baseline_us", "speedup", "speedup_lo", "speedup_hi", "pairs",
     "details_json"};
 }  // namespace
 
@@ -78,6 +89,7 @@ std::int64_t Comparisons::insert(const ComparisonRecord& r) {
       .bind(":device_id", detail::ensure_device(c, r.device))
       .bind(":kernel_build_id", detail::ensure_kernel_build(c, r.kernel_build))
       .bind(":l2_mode", detail::l2_text(r.l2))
+      .bind(":baseline_side", side_text(r.baseline_side))
       .bind(":ok", r.ok)
       .bind(":error", r.error)
       .bind(":candidate_us", r.candidate_us)

@@ -14,7 +14,7 @@ const std::string& select_sql() {
   static const std::string kSql =
       "SELECT m.id, d.fingerprint, k.hash, " + detail::shape_columns("s") +
       ", m.num_splits, m.pack_gqa, m.sm_margin, m.l2_mode, m.ok, m.error, m.median_us, m.p10_us, m.p90_us, "
-      "m.samples, m.rel_error, m.plan_json, m.run_id, m.created_at "
+      "m.samples, m.rel_error, m.plan_json, m.run_id, m.created_at, m.measuring_protocol "
       "FROM measurements m "
       "JOIN devices d ON d.id = m.device_id "
       "JOIN kernel_builds k ON k.id = m.kernel_build_id "
@@ -31,6 +31,7 @@ MeasurementRow read_row(const sql::Statement& st) {
   m.key.shape = detail::read_shape(st, 3);
   m.key.decision = detail::read_decision(st, 12);
   m.key.l2 = detail::read_l2(st, 15);
+  m.key.measuring_protocol = st.column_int(26);
   m.ok = st.column_bool(16);
   m.error = st.column_text(17);
   m.median_us = st.column_double(18);
@@ -52,7 +53,8 @@ MeasurementKey normalized(const MeasurementKey& k) {
 }
 
 std::string key_sql() {
-  return select_sql() + " WHERE d.fingerprint = :device AND k.hash = :kernel_build AND " + detail::shape_match("s") +
+  return select_sql() + " WHERE d.fingerprint = :device AND k.hash = :kernel_build AND " +
+         "m.measuring_protocol = :measuring_protocol AND " + detail::shape_match("s") +
          " AND m.num_splits = :num_splits AND m.pack_gqa = :pack_gqa AND m.sm_margin = :sm_margin"
          " AND m.l2_mode = :l2_mode";
 }
@@ -61,6 +63,7 @@ std::string key_sql() {
 void bind_key(sql::Statement& st, const MeasurementKey& k) {
   st.bind(":device", k.device)
       .bind(":kernel_build", k.kernel_build)
+      .bind(":measuring_protocol", k.measuring_protocol)
       .bind(":l2_mode", detail::l2_text(k.l2));
   detail::bind_shape(st, k.shape);
   detail::bind_decision(st, "", k.decision);
@@ -85,6 +88,7 @@ Where filter_where(const MeasurementFilter& f) {
   Where w;
   if (f.device) w.add("d.fingerprint = :device");
   if (f.kernel_build) w.add("k.hash = :build");
+  if (f.measuring_protocol) w.add("m.measuring_protocol = :measuring_protocol");
   if (f.run_id) w.add("m.run_id = :run");
   if (f.shape) w.add(detail::shape_match("s"));
   if (f.l2) w.add("m.l2_mode = :l2");
@@ -95,6 +99,7 @@ Where filter_where(const MeasurementFilter& f) {
 void bind_filter(sql::Statement& st, const MeasurementFilter& f) {
   if (f.device) st.bind(":device", *f.device);
   if (f.kernel_build) st.bind(":build", *f.kernel_build);
+  if (f.measuring_protocol) st.bind(":measuring_protocol", *f.measuring_protocol);
   if (f.run_id) st.bind(":run", *f.run_id);
   if (f.shape) detail::bind_shape(st, *f.shape);
   if (f.l2) st.bind(":l2", detail::l2_text(*f.l2));
@@ -127,6 +132,7 @@ bool put_one(sql::Connection& c, sql::Statement& ins, const Measurement& m, std:
   ins.reset();
   ins.bind(":device_id", detail::ensure_device(c, k.device))
       .bind(":kernel_build_id", detail::ensure_kernel_build(c, k.kernel_build))
+      .bind(":measuring_protocol", k.measuring_protocol)
       .bind(":shape_id", detail::ensure_shape(c, k.shape))
       .bind(":l2_mode", detail::l2_text(k.l2))
       .bind(":ok", m.ok)
@@ -145,12 +151,13 @@ bool put_one(sql::Connection& c, sql::Statement& ins, const Measurement& m, std:
 }
 
 constexpr std::string_view kInsertColumns[] = {
-    "device_id", "kernel_build_id", "shape_id", "num_splits", "pack_gqa", "sm_margin", "l2_mode",
+    "device_id", "kernel_build_id", "measuring_protocol", "shape_id", "num_splits", "pack_gqa", "sm_margin", "l2_mode",
     "ok", "error", "median_us", "p10_us", "p90_us", "samples", "rel_error", "plan_json", "run_id"};
 
 std::string insert_sql(bool replace) {
   std::string s = sql::insert_into("measurements", kInsertColumns) +
-                  " ON CONFLICT (device_id, kernel_build_id, shape_id, num_splits, pack_gqa, sm_margin, l2_mode) ";
+                  " ON CONFLICT (device_id, kernel_build_id, measuring_protocol, shape_id, num_splits, pack_gqa, "
+                  "sm_margin, l2_mode) ";
   if (replace) {
     s += "DO UPDATE SET ok = excluded.ok, error = excluded.error, median_us = excluded.median_us, "
          "p10_us = excluded.p10_us, p90_us = excluded.p90_us, samples = excluded.samples, "

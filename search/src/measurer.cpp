@@ -65,6 +65,7 @@ void Measurer::load() {
   results::MeasurementFilter f;
   f.device = fingerprint();
   f.kernel_build = kernel_build();
+  f.measuring_protocol = evaluators_.front()->measuring_protocol();  // rows timed another way are not reused
   f.l2 = timing_.l2;
   for (const auto& row : results::Measurements(*db_).list(f)) {
     const int i = cache_.index_of(row.measurement.key.shape);
