@@ -16,7 +16,7 @@
 namespace evodispatch {
 
 MeasurementKey Evaluator::key(const Shape& shape, const Decision& decision, const TimingOptions& opts) const {
-  return MeasurementKey{fingerprint(), kernel_build(), shape, resolve(decision, shape), opts.l2};
+  return MeasurementKey{fingerprint(), kernel_build(), shape, resolve(decision, shape), opts.l2, measuring_protocol()};
 }
 
 Comparison Evaluator::compare(const Shape& shape, const Decision& a, const Decision& b, const TimingOptions& opts,

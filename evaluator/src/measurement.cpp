@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <evodispatch/heuristics/json_reader.hpp>
 
@@ -66,7 +67,15 @@ nlohmann::json to_json(const MeasurementKey& k) {
           {"kernel_build", k.kernel_build},
           {"shape", to_json(k.shape)},
           {"decision", to_json(k.decision)},
-          {"l2", to_string(k.l2)}};
+          {"l2", to_string(k.l2)},
+          {"measuring_protocol", k.measuring_protocol}};
+}
+
+int measuring_protocol_from_json(const nlohmann::json* value, const std::string& path) {
+  if (!value) throw InputError(path + ": missing (an integer >= 1 is required)");
+  const auto v = json_integer(*value, path);
+  if (v < 1 || v > std::numeric_limits<int>::max()) throw InputError(path + ": must be an integer >= 1");
+  return static_cast<int>(v);
 }
 
 nlohmann::json to_json(const Measurement& m) {
@@ -96,6 +105,7 @@ MeasurementKey key_from_json(const nlohmann::json& j, const std::string& path) {
   const auto mode = parse_l2_mode(l2);
   if (!mode) throw InputError(r.path_of("l2") + ": must be \"cold\" or \"hot\", got \"" + l2 + "\"");
   k.l2 = *mode;
+  k.measuring_protocol = measuring_protocol_from_json(r.member("measuring_protocol"), r.path_of("measuring_protocol"));
   r.finish();
   return k;
 }

@@ -64,10 +64,18 @@ RemoteEvaluator::RemoteEvaluator(std::string spec, std::vector<std::string> comm
     reap(true);
     throw InputError(spec_ + ": the worker process did not start: " + why);
   }
-  const json& info = reply["info"];
-  device_ = device_from_json(info.at("device"), "$.info.device");
-  fingerprint_ = info.at("fingerprint").get<std::string>();
-  kernel_build_ = info.at("kernel_build").get<std::string>();
+  try {
+    const json& info = reply["info"];
+    device_ = device_from_json(info.at("device"), "$.info.device");
+    fingerprint_ = info.at("fingerprint").get<std::string>();
+    kernel_build_ = info.at("kernel_build").get<std::string>();
+    const auto protocol = info.find("measuring_protocol");
+    measuring_protocol_ =
+        measuring_protocol_from_json(protocol == info.end() ? nullptr : &*protocol, "$.info.measuring_protocol");
+  } catch (const std::exception& e) {
+    reap(true);  // a worker whose keys cannot be known must not be left running
+    throw InputError(spec_ + ": the worker's info is unusable: " + e.what());
+  }
 }
 
 RemoteEvaluator::~RemoteEvaluator() {

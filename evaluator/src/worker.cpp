@@ -46,7 +46,8 @@ json serve(Evaluator& ev, JsonReader& r, const std::string& op) {
              {{"spec", ev.spec()},
               {"device", to_json(ev.device())},
               {"fingerprint", ev.fingerprint()},
-              {"kernel_build", ev.kernel_build()}}}};
+              {"kernel_build", ev.kernel_build()},
+              {"measuring_protocol", ev.measuring_protocol()}}}};
   }
   if (op != "measure" && op != "compare")
     throw InputError("$.op: unknown operation \"" + op + "\" (info, measure, compare)");

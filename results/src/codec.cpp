@@ -4,39 +4,34 @@
 
 namespace evodispatch::results::detail {
 
-namespace {
-constexpr std::string_view kShapeNames[kShapeColumnCount] = {"batch", "seqlen_q", "seqlen_k", "h_q",    "h_kv",
-                                                             "head_dim", "dtype", "page_size", "causal"};
-}
-
 std::string shape_columns(std::string_view alias) {
   std::string out;
-  for (int i = 0; i < kShapeColumnCount; ++i) {
-    if (i) out += ", ";
-    out += std::string(alias) + "." + std::string(kShapeNames[i]);
+  for (const std::string_view column : kShapeColumns) {
+    if (!out.empty()) out += ", ";
+    out += std::string(alias) + "." + std::string(column);
   }
   return out;
 }
 
-std::string shape_match(std::string_view alias, int first) {
+std::string shape_match(std::string_view alias) {
   std::string out;
-  for (int i = 0; i < kShapeColumnCount; ++i) {
-    if (i) out += " AND ";
-    out += std::string(alias) + "." + std::string(kShapeNames[i]) + " = ?" + std::to_string(first + i);
+  for (const std::string_view column : kShapeColumns) {
+    if (!out.empty()) out += " AND ";
+    out += std::string(alias) + "." + std::string(column) + " = :" + std::string(column);
   }
   return out;
 }
 
-void bind_shape(sql::Statement& st, int first, const Shape& s) {
-  st.bind(first + 0, s.batch)
-      .bind(first + 1, s.seqlen_q)
-      .bind(first + 2, s.seqlen_k)
-      .bind(first + 3, s.h_q)
-      .bind(first + 4, s.h_kv)
-      .bind(first + 5, s.head_dim)
-      .bind(first + 6, to_string(s.dtype))
-      .bind(first + 7, s.page_size)
-      .bind(first + 8, s.causal);
+void bind_shape(sql::Statement& st, const Shape& s) {
+  st.bind(":batch", s.batch)
+      .bind(":seqlen_q", s.seqlen_q)
+      .bind(":seqlen_k", s.seqlen_k)
+      .bind(":h_q", s.h_q)
+      .bind(":h_kv", s.h_kv)
+      .bind(":head_dim", s.head_dim)
+      .bind(":dtype", to_string(s.dtype))
+      .bind(":page_size", s.page_size)
+      .bind(":causal", s.causal);
 }
 
 Shape read_shape(const sql::Statement& st, int first) {
@@ -54,6 +49,11 @@ Shape read_shape(const sql::Statement& st, int first) {
   s.page_size = st.column_int(first + 7);
   s.causal = st.column_bool(first + 8);
   return s;
+}
+
+void bind_decision(sql::Statement& st, std::string_view prefix, const Decision& d) {
+  const std::string p = ":" + std::string(prefix);
+  st.bind(p + "num_splits", d.num_splits).bind(p + "pack_gqa", d.pack_gqa.value()).bind(p + "sm_margin", d.sm_margin);
 }
 
 Decision read_decision(const sql::Statement& st, int first) {
@@ -104,12 +104,12 @@ namespace {
 std::int64_t ensure_by_text(sql::Connection& c, std::string_view table, std::string_view column,
                             const std::string& value) {
   const std::string t(table), col(column);
-  sql::Statement find(c, "SELECT id FROM " + t + " WHERE " + col + " = ?1");
-  find.bind(1, value);
+  sql::Statement find(c, "SELECT id FROM " + t + " WHERE " + col + " = :value");
+  find.bind(":value", value);
   if (find.step()) return find.column_int64(0);
-  sql::Statement ins(c, "INSERT INTO " + t + " (" + col + ") VALUES (?1) ON CONFLICT (" + col +
+  sql::Statement ins(c, "INSERT INTO " + t + " (" + col + ") VALUES (:value) ON CONFLICT (" + col +
                             ") DO NOTHING RETURNING id");
-  ins.bind(1, value);
+  ins.bind(":value", value);
   if (auto id = insert_returning_id(ins)) return *id;
   find.reset();
   if (find.step()) return find.column_int64(0);
@@ -132,17 +132,16 @@ std::int64_t ensure_program_base(sql::Connection& c, const std::string& text) {
 }
 
 std::optional<std::int64_t> find_shape(sql::Connection& c, const Shape& s) {
-  sql::Statement st(c, "SELECT s.id FROM shapes s WHERE " + shape_match("s", 1));
-  bind_shape(st, 1, s);
+  sql::Statement st(c, "SELECT s.id FROM shapes s WHERE " + shape_match("s"));
+  bind_shape(st, s);
   if (st.step()) return st.column_int64(0);
   return std::nullopt;
 }
 
 std::int64_t ensure_shape(sql::Connection& c, const Shape& s) {
   if (auto id = find_shape(c, s)) return *id;
-  sql::Statement ins(c, "INSERT INTO shapes (" + std::string(kShapeColumns) +
-                            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING RETURNING id");
-  bind_shape(ins, 1, s);
+  sql::Statement ins(c, sql::insert_into("shapes", kShapeColumns) + " ON CONFLICT DO NOTHING RETURNING id");
+  bind_shape(ins, s);
   if (auto id = insert_returning_id(ins)) return *id;
   if (auto id = find_shape(c, s)) return *id;
   throw DbError("shape row vanished while inserting " + describe(s));

@@ -1,6 +1,7 @@
 #pragma once
 // Conversions between the contract's structs and columns, shared by the repositories
 // so a shape or a decision is written and read the same way everywhere.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,19 +16,23 @@
 
 namespace evodispatch::results::detail {
 
-// The shape columns in table order; bind_shape / read_shape use the same order.
-inline constexpr std::string_view kShapeColumns =
-    "batch, seqlen_q, seqlen_k, h_q, h_kv, head_dim, dtype, page_size, causal";
-inline constexpr int kShapeColumnCount = 9;
+// The shape columns in table order; read_shape reads them in this order, and each is
+// bound as the parameter named after it (":batch", ":seqlen_q", ...).
+inline constexpr std::array<std::string_view, 9> kShapeColumns = {
+    "batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim", "dtype", "page_size", "causal"};
 // "s.batch, s.seqlen_q, ..." for a table aliased as `alias`.
 std::string shape_columns(std::string_view alias);
-// "s.batch = ?N AND ..." with parameters first .. first + 8.
-std::string shape_match(std::string_view alias, int first);
+// "s.batch = :batch AND ...": a shape bound by bind_shape.
+std::string shape_match(std::string_view alias);
 
-void bind_shape(sql::Statement&, int first, const Shape&);
+void bind_shape(sql::Statement&, const Shape&);
 Shape read_shape(const sql::Statement&, int first);
 
-// Reads num_splits, pack_gqa, sm_margin from three consecutive columns.
+// A decision's columns are num_splits, pack_gqa and sm_margin behind a prefix ("" in
+// measurements, "cand_" and "base_" in comparisons). bind_decision binds a resolved
+// decision to the parameters named after them (":cand_num_splits", ...); read_decision
+// reads the three columns from `first` on.
+void bind_decision(sql::Statement&, std::string_view prefix, const Decision&);
 Decision read_decision(const sql::Statement&, int first);
 
 std::string l2_text(L2Mode);

@@ -11,10 +11,20 @@ const std::string& select_sql() {
       "SELECT c.id, c.run_id, c.program_id, " + detail::shape_columns("s") +
       ", d.fingerprint, k.hash, c.l2_mode, c.cand_num_splits, c.cand_pack_gqa, c.cand_sm_margin, "
       "c.base_num_splits, c.base_pack_gqa, c.base_sm_margin, c.attempt, c.ok, c.error, c.candidate_us, "
-      "c.baseline_us, c.speedup, c.speedup_lo, c.speedup_hi, c.pairs, c.details_json, c.created_at "
+      "c.baseline_us, c.speedup, c.speedup_lo, c.speedup_hi, c.pairs, c.details_json, c.created_at, c.baseline_side "
       "FROM comparisons c JOIN shapes s ON s.id = c.shape_id JOIN devices d ON d.id = c.device_id "
       "JOIN kernel_builds k ON k.id = c.kernel_build_id";
   return kSql;
+}
+
+// The baseline_side column's text: the name of compare()'s argument.
+std::string_view side_text(BaselineSide side) { return side == BaselineSide::a ? "a" : "b"; }
+
+BaselineSide read_side(const sql::Statement& st, int col) {
+  const std::string text = st.column_text(col);
+  if (text == "a") return BaselineSide::a;
+  if (text == "b") return BaselineSide::b;
+  throw DbError("stored comparison has an unknown baseline side \"" + text + "\"", st.sql());
 }
 
 ComparisonRecord read_comparison(const sql::Statement& st) {
@@ -39,8 +49,15 @@ ComparisonRecord read_comparison(const sql::Statement& st) {
   r.pairs = st.column_int(29);
   r.details = detail::read_json(st, 30);
   r.created_at = st.column_text(31);
+  r.baseline_side = read_side(st, 32);
   return r;
 }
+
+constexpr std::string_view kInsertColumns[] = {
+    "run_id", "program_id", "shape_id", "attempt", "device_id", "kernel_build_id", "l2_mode",
+    "cand_num_splits", "cand_pack_gqa", "cand_sm_margin", "base_num_splits", "base_pack_gqa", "base_sm_margin",
+    "baseline_side", "ok", "error", "candidate_us", "baseline_us", "speedup", "speedup_lo", "speedup_hi", "pairs",
+    "details_json"};
 }  // namespace
 
 void set_measured(ComparisonRecord& r, const Comparison& cmp, BaselineSide side) {
@@ -64,36 +81,26 @@ void set_measured(ComparisonRecord& r, const Comparison& cmp, BaselineSide side)
 std::int64_t Comparisons::insert(const ComparisonRecord& r) {
   auto& c = detail::connection(*db_);
   sql::Transaction t(c);
-  const Decision cand = resolve(r.candidate, r.shape);
-  const Decision base = resolve(r.baseline, r.shape);
-  sql::Statement ins(c,
-                     "INSERT INTO comparisons (run_id, program_id, shape_id, attempt, device_id, kernel_build_id, "
-                     "l2_mode, cand_num_splits, cand_pack_gqa, cand_sm_margin, base_num_splits, base_pack_gqa, "
-                     "base_sm_margin, ok, error, candidate_us, baseline_us, speedup, speedup_lo, speedup_hi, pairs, "
-                     "details_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-                     "?17, ?18, ?19, ?20, ?21, ?22) RETURNING id");
-  ins.bind(1, r.run_id)
-      .bind(2, r.program_id)
-      .bind(3, detail::ensure_shape(c, r.shape))
-      .bind(4, r.attempt)
-      .bind(5, detail::ensure_device(c, r.device))
-      .bind(6, detail::ensure_kernel_build(c, r.kernel_build))
-      .bind(7, detail::l2_text(r.l2))
-      .bind(8, cand.num_splits)
-      .bind(9, *cand.pack_gqa)
-      .bind(10, cand.sm_margin)
-      .bind(11, base.num_splits)
-      .bind(12, *base.pack_gqa)
-      .bind(13, base.sm_margin)
-      .bind(14, r.ok)
-      .bind(15, r.error)
-      .bind(16, r.candidate_us)
-      .bind(17, r.baseline_us)
-      .bind(18, r.speedup)
-      .bind(19, r.speedup_lo)
-      .bind(20, r.speedup_hi)
-      .bind(21, r.pairs)
-      .bind(22, detail::json_text(r.details.is_null() ? nlohmann::json::object() : r.details));
+  sql::Statement ins(c, sql::insert_into("comparisons", kInsertColumns) + " RETURNING id");
+  ins.bind(":run_id", r.run_id)
+      .bind(":program_id", r.program_id)
+      .bind(":shape_id", detail::ensure_shape(c, r.shape))
+      .bind(":attempt", r.attempt)
+      .bind(":device_id", detail::ensure_device(c, r.device))
+      .bind(":kernel_build_id", detail::ensure_kernel_build(c, r.kernel_build))
+      .bind(":l2_mode", detail::l2_text(r.l2))
+      .bind(":baseline_side", side_text(r.baseline_side))
+      .bind(":ok", r.ok)
+      .bind(":error", r.error)
+      .bind(":candidate_us", r.candidate_us)
+      .bind(":baseline_us", r.baseline_us)
+      .bind(":speedup", r.speedup)
+      .bind(":speedup_lo", r.speedup_lo)
+      .bind(":speedup_hi", r.speedup_hi)
+      .bind(":pairs", r.pairs)
+      .bind(":details_json", detail::json_text(r.details.is_null() ? nlohmann::json::object() : r.details));
+  detail::bind_decision(ins, "cand_", resolve(r.candidate, r.shape));
+  detail::bind_decision(ins, "base_", resolve(r.baseline, r.shape));
   const std::int64_t id = detail::insert_returning_id(ins).value();
   t.commit();
   return id;
@@ -101,8 +108,9 @@ std::int64_t Comparisons::insert(const ComparisonRecord& r) {
 
 std::vector<ComparisonRecord> Comparisons::list_by_run(std::int64_t run_id, std::optional<std::int64_t> program_id) const {
   sql::Statement st(detail::connection(*db_),
-                    select_sql() + " WHERE c.run_id = ?1 AND (?2 IS NULL OR c.program_id = ?2) ORDER BY c.id");
-  st.bind(1, run_id).bind(2, program_id);
+                    select_sql() + " WHERE c.run_id = :run_id AND (:program_id IS NULL OR c.program_id = :program_id) "
+                                   "ORDER BY c.id");
+  st.bind(":run_id", run_id).bind(":program_id", program_id);
   std::vector<ComparisonRecord> out;
   while (st.step()) out.push_back(read_comparison(st));
   return out;

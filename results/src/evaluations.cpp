@@ -52,18 +52,19 @@ InsertResult Evaluations::insert(const EvaluationRecord& e) {
   sql::Statement ins(c,
                      "INSERT INTO evaluations (program_id, run_id, split, stage, ok, error, fitness, worst_speedup, "
                      "oracle_fraction, shapes, details_json) "
-                     "SELECT ?1, p.run_id, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10 FROM programs p WHERE p.id = ?1 "
+                     "SELECT p.id, p.run_id, :split, :stage, :ok, :error, :fitness, :worst_speedup, :oracle_fraction, "
+                     ":shapes, :details_json FROM programs p WHERE p.id = :program_id "
                      "ON CONFLICT (program_id, split, stage) DO NOTHING RETURNING id");
-  ins.bind(1, e.program_id)
-      .bind(2, to_string(e.split))
-      .bind(3, e.stage)
-      .bind(4, e.ok)
-      .bind(5, e.error)
-      .bind(6, e.fitness)
-      .bind(7, e.worst_speedup)
-      .bind(8, e.oracle_fraction)
-      .bind(9, e.shapes)
-      .bind(10, detail::json_text(e.details.is_null() ? nlohmann::json::object() : e.details));
+  ins.bind(":program_id", e.program_id)
+      .bind(":split", to_string(e.split))
+      .bind(":stage", e.stage)
+      .bind(":ok", e.ok)
+      .bind(":error", e.error)
+      .bind(":fitness", e.fitness)
+      .bind(":worst_speedup", e.worst_speedup)
+      .bind(":oracle_fraction", e.oracle_fraction)
+      .bind(":shapes", e.shapes)
+      .bind(":details_json", detail::json_text(e.details.is_null() ? nlohmann::json::object() : e.details));
   if (auto id = detail::insert_returning_id(ins)) return {*id, true};
   if (auto existing = find(e.program_id, e.split, e.stage)) return {existing->id, false};
   throw DbError("Evaluations::insert: no program with id " + std::to_string(e.program_id));
@@ -71,24 +72,27 @@ InsertResult Evaluations::insert(const EvaluationRecord& e) {
 
 std::optional<EvaluationRecord> Evaluations::find(std::int64_t program_id, Split split, const std::string& stage) const {
   sql::Statement st(detail::connection(*db_),
-                    std::string(kEvaluationSelect) + " WHERE program_id = ?1 AND split = ?2 AND stage = ?3");
-  st.bind(1, program_id).bind(2, to_string(split)).bind(3, stage);
+                    std::string(kEvaluationSelect) +
+                        " WHERE program_id = :program_id AND split = :split AND stage = :stage");
+  st.bind(":program_id", program_id).bind(":split", to_string(split)).bind(":stage", stage);
   if (st.step()) return read_evaluation(st);
   return std::nullopt;
 }
 
 std::vector<EvaluationRecord> Evaluations::list_by_program(std::int64_t program_id) const {
-  sql::Statement st(detail::connection(*db_), std::string(kEvaluationSelect) + " WHERE program_id = ?1 ORDER BY id");
-  st.bind(1, program_id);
+  sql::Statement st(detail::connection(*db_),
+                    std::string(kEvaluationSelect) + " WHERE program_id = :program_id ORDER BY id");
+  st.bind(":program_id", program_id);
   return read_all(st);
 }
 
 std::vector<EvaluationRecord> Evaluations::list_by_run(std::int64_t run_id, std::optional<Split> split) const {
   sql::Statement st(detail::connection(*db_),
-                    std::string(kEvaluationSelect) + " WHERE run_id = ?1 AND (?2 IS NULL OR split = ?2) ORDER BY id");
-  st.bind(1, run_id);
-  if (split) st.bind(2, to_string(*split));
-  else st.bind(2, std::nullopt);
+                    std::string(kEvaluationSelect) +
+                        " WHERE run_id = :run_id AND (:split IS NULL OR split = :split) ORDER BY id");
+  st.bind(":run_id", run_id);
+  if (split) st.bind(":split", to_string(*split));
+  else st.bind(":split", std::nullopt);
   return read_all(st);
 }
 

@@ -9,6 +9,8 @@ namespace {
 constexpr const char* kBuildSelect =
     "SELECT id, hash, description, ok, compiler_log, resources_json, created_at FROM kernel_builds";
 
+constexpr std::string_view kUpsertColumns[] = {"hash", "description", "ok", "compiler_log", "resources_json"};
+
 KernelBuildRecord read_build(const sql::Statement& st) {
   KernelBuildRecord r;
   r.id = st.column_int64(0);
@@ -25,23 +27,21 @@ KernelBuildRecord read_build(const sql::Statement& st) {
 std::int64_t KernelBuilds::upsert(const KernelBuildRecord& r) {
   if (r.hash.empty()) throw std::invalid_argument("KernelBuilds::upsert: empty hash");
   sql::Statement st(detail::connection(*db_),
-                    "INSERT INTO kernel_builds (hash, description, ok, compiler_log, resources_json) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5) "
-                    "ON CONFLICT (hash) DO UPDATE SET description = excluded.description, ok = excluded.ok, "
-                    "compiler_log = excluded.compiler_log, resources_json = excluded.resources_json "
-                    "RETURNING id");
-  st.bind(1, r.hash)
-      .bind(2, r.description)
-      .bind(3, r.ok)
-      .bind(4, r.compiler_log)
-      .bind(5, detail::json_text(r.resources.is_null() ? nlohmann::json::object() : r.resources));
+                    sql::insert_into("kernel_builds", kUpsertColumns) +
+                        " ON CONFLICT (hash) DO UPDATE SET description = excluded.description, ok = excluded.ok, "
+                        "compiler_log = excluded.compiler_log, resources_json = excluded.resources_json RETURNING id");
+  st.bind(":hash", r.hash)
+      .bind(":description", r.description)
+      .bind(":ok", r.ok)
+      .bind(":compiler_log", r.compiler_log)
+      .bind(":resources_json", detail::json_text(r.resources.is_null() ? nlohmann::json::object() : r.resources));
   if (auto id = detail::insert_returning_id(st)) return *id;
   throw DbError("upsert of kernel build " + r.hash + " returned no id", st.sql());
 }
 
 std::optional<KernelBuildRecord> KernelBuilds::find(const std::string& hash) const {
-  sql::Statement st(detail::connection(*db_), std::string(kBuildSelect) + " WHERE hash = ?1");
-  st.bind(1, hash);
+  sql::Statement st(detail::connection(*db_), std::string(kBuildSelect) + " WHERE hash = :hash");
+  st.bind(":hash", hash);
   if (st.step()) return read_build(st);
   return std::nullopt;
 }

@@ -14,7 +14,7 @@ const std::string& select_sql() {
   static const std::string kSql =
       "SELECT m.id, d.fingerprint, k.hash, " + detail::shape_columns("s") +
       ", m.num_splits, m.pack_gqa, m.sm_margin, m.l2_mode, m.ok, m.error, m.median_us, m.p10_us, m.p90_us, "
-      "m.samples, m.rel_error, m.plan_json, m.run_id, m.created_at "
+      "m.samples, m.rel_error, m.plan_json, m.run_id, m.created_at, m.measuring_protocol "
       "FROM measurements m "
       "JOIN devices d ON d.id = m.device_id "
       "JOIN kernel_builds k ON k.id = m.kernel_build_id "
@@ -31,6 +31,7 @@ MeasurementRow read_row(const sql::Statement& st) {
   m.key.shape = detail::read_shape(st, 3);
   m.key.decision = detail::read_decision(st, 12);
   m.key.l2 = detail::read_l2(st, 15);
+  m.key.measuring_protocol = st.column_int(26);
   m.ok = st.column_bool(16);
   m.error = st.column_text(17);
   m.median_us = st.column_double(18);
@@ -51,19 +52,21 @@ MeasurementKey normalized(const MeasurementKey& k) {
   return n;
 }
 
-// Parameters: 1 device, 2 build, 3..11 shape, 12 splits, 13 pack, 14 margin, 15 l2.
 std::string key_sql() {
-  return select_sql() + " WHERE d.fingerprint = ?1 AND k.hash = ?2 AND " + detail::shape_match("s", 3) +
-         " AND m.num_splits = ?12 AND m.pack_gqa = ?13 AND m.sm_margin = ?14 AND m.l2_mode = ?15";
+  return select_sql() + " WHERE d.fingerprint = :device AND k.hash = :kernel_build AND " +
+         "m.measuring_protocol = :measuring_protocol AND " + detail::shape_match("s") +
+         " AND m.num_splits = :num_splits AND m.pack_gqa = :pack_gqa AND m.sm_margin = :sm_margin"
+         " AND m.l2_mode = :l2_mode";
 }
 
+// `k` normalized: its decision resolved.
 void bind_key(sql::Statement& st, const MeasurementKey& k) {
-  st.bind(1, k.device).bind(2, k.kernel_build);
-  detail::bind_shape(st, 3, k.shape);
-  st.bind(12, k.decision.num_splits)
-      .bind(13, k.decision.pack_gqa.value_or(false))
-      .bind(14, k.decision.sm_margin)
-      .bind(15, detail::l2_text(k.l2));
+  st.bind(":device", k.device)
+      .bind(":kernel_build", k.kernel_build)
+      .bind(":measuring_protocol", k.measuring_protocol)
+      .bind(":l2_mode", detail::l2_text(k.l2));
+  detail::bind_shape(st, k.shape);
+  detail::bind_decision(st, "", k.decision);
 }
 
 std::optional<Measurement> find_with(sql::Statement& st, const MeasurementKey& key) {
@@ -85,8 +88,9 @@ Where filter_where(const MeasurementFilter& f) {
   Where w;
   if (f.device) w.add("d.fingerprint = :device");
   if (f.kernel_build) w.add("k.hash = :build");
+  if (f.measuring_protocol) w.add("m.measuring_protocol = :measuring_protocol");
   if (f.run_id) w.add("m.run_id = :run");
-  if (f.shape) w.add(detail::shape_match("s", 101));
+  if (f.shape) w.add(detail::shape_match("s"));
   if (f.l2) w.add("m.l2_mode = :l2");
   if (f.ok) w.add("m.ok = :ok");
   return w;
@@ -95,8 +99,9 @@ Where filter_where(const MeasurementFilter& f) {
 void bind_filter(sql::Statement& st, const MeasurementFilter& f) {
   if (f.device) st.bind(":device", *f.device);
   if (f.kernel_build) st.bind(":build", *f.kernel_build);
+  if (f.measuring_protocol) st.bind(":measuring_protocol", *f.measuring_protocol);
   if (f.run_id) st.bind(":run", *f.run_id);
-  if (f.shape) detail::bind_shape(st, 101, *f.shape);
+  if (f.shape) detail::bind_shape(st, *f.shape);
   if (f.l2) st.bind(":l2", detail::l2_text(*f.l2));
   if (f.ok) st.bind(":ok", *f.ok);
 }
@@ -125,33 +130,34 @@ namespace {
 bool put_one(sql::Connection& c, sql::Statement& ins, const Measurement& m, std::optional<std::int64_t> run_id) {
   const MeasurementKey k = normalized(m.key);
   ins.reset();
-  ins.bind(1, detail::ensure_device(c, k.device))
-      .bind(2, detail::ensure_kernel_build(c, k.kernel_build))
-      .bind(3, detail::ensure_shape(c, k.shape))
-      .bind(4, k.decision.num_splits)
-      .bind(5, *k.decision.pack_gqa)
-      .bind(6, k.decision.sm_margin)
-      .bind(7, detail::l2_text(k.l2))
-      .bind(8, m.ok)
-      .bind(9, m.error)
-      .bind(10, m.median_us)
-      .bind(11, m.p10_us)
-      .bind(12, m.p90_us)
-      .bind(13, m.samples)
-      .bind(14, m.rel_error)
-      .bind(15, detail::json_text(m.plan))
-      .bind(16, run_id);
+  ins.bind(":device_id", detail::ensure_device(c, k.device))
+      .bind(":kernel_build_id", detail::ensure_kernel_build(c, k.kernel_build))
+      .bind(":measuring_protocol", k.measuring_protocol)
+      .bind(":shape_id", detail::ensure_shape(c, k.shape))
+      .bind(":l2_mode", detail::l2_text(k.l2))
+      .bind(":ok", m.ok)
+      .bind(":error", m.error)
+      .bind(":median_us", m.median_us)
+      .bind(":p10_us", m.p10_us)
+      .bind(":p90_us", m.p90_us)
+      .bind(":samples", m.samples)
+      .bind(":rel_error", m.rel_error)
+      .bind(":plan_json", detail::json_text(m.plan))
+      .bind(":run_id", run_id);
+  detail::bind_decision(ins, "", k.decision);
   ins.run();
   ins.reset();
   return c.changes() > 0;
 }
 
+constexpr std::string_view kInsertColumns[] = {
+    "device_id", "kernel_build_id", "measuring_protocol", "shape_id", "num_splits", "pack_gqa", "sm_margin", "l2_mode",
+    "ok", "error", "median_us", "p10_us", "p90_us", "samples", "rel_error", "plan_json", "run_id"};
+
 std::string insert_sql(bool replace) {
-  std::string s =
-      "INSERT INTO measurements (device_id, kernel_build_id, shape_id, num_splits, pack_gqa, sm_margin, l2_mode, "
-      "ok, error, median_us, p10_us, p90_us, samples, rel_error, plan_json, run_id) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) "
-      "ON CONFLICT (device_id, kernel_build_id, shape_id, num_splits, pack_gqa, sm_margin, l2_mode) ";
+  std::string s = sql::insert_into("measurements", kInsertColumns) +
+                  " ON CONFLICT (device_id, kernel_build_id, measuring_protocol, shape_id, num_splits, pack_gqa, "
+                  "sm_margin, l2_mode) ";
   if (replace) {
     s += "DO UPDATE SET ok = excluded.ok, error = excluded.error, median_us = excluded.median_us, "
          "p10_us = excluded.p10_us, p90_us = excluded.p90_us, samples = excluded.samples, "

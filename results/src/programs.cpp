@@ -31,6 +31,9 @@ ProgramRecord read_program(const sql::Statement& st) {
   return p;
 }
 
+constexpr std::string_view kInsertColumns[] = {"run_id", "hash",   "source",     "rules_json", "parents_json",
+                                               "origin", "island", "generation", "base_id"};
+
 std::optional<ProgramRecord> first(sql::Statement& st) {
   if (st.step()) return read_program(st);
   return std::nullopt;
@@ -42,39 +45,38 @@ InsertResult Programs::insert(const ProgramRecord& p) {
   auto& c = detail::connection(*db_);
   std::optional<std::int64_t> base_id;
   if (p.base) base_id = detail::ensure_program_base(c, *p.base);  // one row however many programs share it
-  sql::Statement ins(c,
-                     "INSERT INTO programs (run_id, hash, source, rules_json, parents_json, origin, island, generation, "
-                     "base_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (run_id, hash) DO NOTHING "
-                     "RETURNING id");
-  ins.bind(1, p.run_id)
-      .bind(2, p.hash)
-      .bind(3, p.source)
-      .bind(4, detail::json_text(p.rules))
-      .bind(5, detail::json_text(nlohmann::json(p.parents)))
-      .bind(6, p.origin)
-      .bind(7, p.island)
-      .bind(8, p.generation)
-      .bind(9, base_id);
+  sql::Statement ins(
+      c, sql::insert_into("programs", kInsertColumns) + " ON CONFLICT (run_id, hash) DO NOTHING RETURNING id");
+  ins.bind(":run_id", p.run_id)
+      .bind(":hash", p.hash)
+      .bind(":source", p.source)
+      .bind(":rules_json", detail::json_text(p.rules))
+      .bind(":parents_json", detail::json_text(nlohmann::json(p.parents)))
+      .bind(":origin", p.origin)
+      .bind(":island", p.island)
+      .bind(":generation", p.generation)
+      .bind(":base_id", base_id);
   if (auto id = detail::insert_returning_id(ins)) return {*id, true};
   if (auto existing = find_by_hash(p.run_id, p.hash)) return {existing->id, false};
   throw DbError("program " + p.hash + " of run " + std::to_string(p.run_id) + " vanished while inserting it");
 }
 
 std::optional<ProgramRecord> Programs::get(std::int64_t id) const {
-  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE p.id = ?1");
-  st.bind(1, id);
+  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE p.id = :id");
+  st.bind(":id", id);
   return first(st);
 }
 
 std::optional<ProgramRecord> Programs::find_by_hash(std::int64_t run_id, const std::string& hash) const {
-  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE p.run_id = ?1 AND p.hash = ?2");
-  st.bind(1, run_id).bind(2, hash);
+  sql::Statement st(detail::connection(*db_),
+                    std::string(kProgramSelect) + " WHERE p.run_id = :run_id AND p.hash = :hash");
+  st.bind(":run_id", run_id).bind(":hash", hash);
   return first(st);
 }
 
 std::vector<ProgramRecord> Programs::list_by_run(std::int64_t run_id) const {
-  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE p.run_id = ?1 ORDER BY p.id");
-  st.bind(1, run_id);
+  sql::Statement st(detail::connection(*db_), std::string(kProgramSelect) + " WHERE p.run_id = :run_id ORDER BY p.id");
+  st.bind(":run_id", run_id);
   std::vector<ProgramRecord> out;
   while (st.step()) out.push_back(read_program(st));
   return out;

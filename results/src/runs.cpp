@@ -59,16 +59,17 @@ std::int64_t Runs::create(const RunRecord& r) {
   sql::Transaction t(c);
   std::optional<std::int64_t> device_id;
   if (!r.device.empty()) device_id = detail::ensure_device(c, r.device);
-  sql::Statement st(c,
-                    "INSERT INTO runs (kind, status, config_json, seed, device_id, workload_id, summary_json, state_json) "
-                    "VALUES (?1, 'running', ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id");
-  st.bind(1, r.kind)
-      .bind(2, detail::json_text(object_or_empty(r.config)))
-      .bind(3, r.seed)
-      .bind(4, device_id)
-      .bind(5, r.workload_id)
-      .bind(6, detail::json_text(object_or_empty(r.summary)))
-      .bind(7, detail::json_text(object_or_empty(r.state)));
+  static constexpr std::string_view kColumns[] = {"kind",      "status",      "config_json",  "seed",
+                                                  "device_id", "workload_id", "summary_json", "state_json"};
+  sql::Statement st(c, sql::insert_into("runs", kColumns) + " RETURNING id");
+  st.bind(":kind", r.kind)
+      .bind(":status", to_string(RunStatus::running))
+      .bind(":config_json", detail::json_text(object_or_empty(r.config)))
+      .bind(":seed", r.seed)
+      .bind(":device_id", device_id)
+      .bind(":workload_id", r.workload_id)
+      .bind(":summary_json", detail::json_text(object_or_empty(r.summary)))
+      .bind(":state_json", detail::json_text(object_or_empty(r.state)));
   const std::int64_t id = detail::insert_returning_id(st).value();
   t.commit();
   return id;
@@ -77,9 +78,11 @@ std::int64_t Runs::create(const RunRecord& r) {
 void Runs::finish(std::int64_t id, RunStatus status, const nlohmann::json& summary) {
   auto& c = detail::connection(*db_);
   sql::Statement st(c,
-                    "UPDATE runs SET status = ?2, summary_json = ?3, "
-                    "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1");
-  st.bind(1, id).bind(2, to_string(status)).bind(3, detail::json_text(object_or_empty(summary)));
+                    "UPDATE runs SET status = :status, summary_json = :summary_json, "
+                    "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = :id");
+  st.bind(":id", id)
+      .bind(":status", to_string(status))
+      .bind(":summary_json", detail::json_text(object_or_empty(summary)));
   st.run();
   require_one_row(c, id, "Runs::finish");
 }
@@ -87,24 +90,24 @@ void Runs::finish(std::int64_t id, RunStatus status, const nlohmann::json& summa
 void Runs::set_status(std::int64_t id, RunStatus status) {
   auto& c = detail::connection(*db_);
   sql::Statement st(c,
-                    "UPDATE runs SET status = ?2, "
-                    "finished_at = CASE WHEN ?2 = 'running' THEN NULL ELSE finished_at END WHERE id = ?1");
-  st.bind(1, id).bind(2, to_string(status));
+                    "UPDATE runs SET status = :status, "
+                    "finished_at = CASE WHEN :status = 'running' THEN NULL ELSE finished_at END WHERE id = :id");
+  st.bind(":id", id).bind(":status", to_string(status));
   st.run();
   require_one_row(c, id, "Runs::set_status");
 }
 
 void Runs::save_state(std::int64_t id, const nlohmann::json& state) {
   auto& c = detail::connection(*db_);
-  sql::Statement st(c, "UPDATE runs SET state_json = ?2 WHERE id = ?1");
-  st.bind(1, id).bind(2, detail::json_text(object_or_empty(state)));
+  sql::Statement st(c, "UPDATE runs SET state_json = :state_json WHERE id = :id");
+  st.bind(":id", id).bind(":state_json", detail::json_text(object_or_empty(state)));
   st.run();
   require_one_row(c, id, "Runs::save_state");
 }
 
 std::optional<RunRecord> Runs::get(std::int64_t id) const {
-  sql::Statement st(detail::connection(*db_), std::string(kRunSelect) + " WHERE r.id = ?1");
-  st.bind(1, id);
+  sql::Statement st(detail::connection(*db_), std::string(kRunSelect) + " WHERE r.id = :id");
+  st.bind(":id", id);
   if (st.step()) return read_run(st);
   return std::nullopt;
 }

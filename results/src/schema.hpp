@@ -16,6 +16,7 @@ std::span<const Migration> migrations();
 // The SQL of each migration, one file per version.
 std::string_view schema_v1();
 std::string_view schema_v2();
+std::string_view schema_v3();
 
 // PRAGMA application_id of an evodispatch database ("EVOD"), so a file of another
 // application that happens to be SQLite is recognised.

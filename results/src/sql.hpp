@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -76,31 +77,14 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
   ~Statement();
 
-  // Parameters are 1-based, as in SQLite; names include their prefix (":id").
+  // Parameters are bound by name, prefix included (":run_id"); a name the statement
+  // lacks is a DbError, so a misspelt one fails instead of leaving its parameter NULL.
   // Integers and bool bind as INTEGER, floating point as REAL (NaN as NULL, which SQLite
   // would store anyway), text is copied, an empty optional or nullopt binds NULL.
   template <class T>
-  Statement& bind(int index, const T& value) {
-    if constexpr (std::is_same_v<T, std::nullopt_t>) {
-      bind_null(index);
-    } else if constexpr (is_optional_v<T>) {
-      if (value) bind(index, *value);
-      else bind_null(index);
-    } else if constexpr (std::is_same_v<T, bool>) {
-      bind_int64(index, value ? 1 : 0);
-    } else if constexpr (std::is_integral_v<T>) {
-      bind_int64(index, static_cast<std::int64_t>(value));
-    } else if constexpr (std::is_floating_point_v<T>) {
-      bind_double(index, static_cast<double>(value));
-    } else {
-      static_assert(std::is_convertible_v<const T&, std::string_view>, "bind: unsupported type");
-      bind_text(index, std::string_view(value));
-    }
-    return *this;
-  }
-  template <class T>
   Statement& bind(std::string_view name, const T& value) {
-    return bind(index_of(name), value);
+    bind_at(index_of(name), value);
+    return *this;
   }
   int index_of(std::string_view name) const;
 
@@ -128,6 +112,24 @@ class Statement {
   std::string sql() const;
 
  private:
+  template <class T>
+  void bind_at(int index, const T& value) {
+    if constexpr (std::is_same_v<T, std::nullopt_t>) {
+      bind_null(index);
+    } else if constexpr (is_optional_v<T>) {
+      if (value) bind_at(index, *value);
+      else bind_null(index);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      bind_int64(index, value ? 1 : 0);
+    } else if constexpr (std::is_integral_v<T>) {
+      bind_int64(index, static_cast<std::int64_t>(value));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      bind_double(index, static_cast<double>(value));
+    } else {
+      static_assert(std::is_convertible_v<const T&, std::string_view>, "bind: unsupported type");
+      bind_text(index, std::string_view(value));
+    }
+  }
   void bind_null(int index);
   void bind_int64(int index, std::int64_t);
   void bind_double(int index, double);
@@ -138,6 +140,10 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
   std::string text_;  // the SQL as given: the cache key
 };
+
+// "INSERT INTO table (a, b) VALUES (:a, :b)": each value is the parameter named after
+// its column, so a row is bound column by column (":a"), never by position.
+std::string insert_into(std::string_view table, std::span<const std::string_view> columns);
 
 enum class Mode { deferred, immediate };
 

@@ -129,4 +129,18 @@ std::optional<std::string> Statement::column_optional_text(int col) const {
   return column_text(col);
 }
 
+std::string insert_into(std::string_view table, std::span<const std::string_view> columns) {
+  std::string names, values;
+  for (const std::string_view column : columns) {
+    if (!names.empty()) {
+      names += ", ";
+      values += ", ";
+    }
+    names += column;
+    values += ":";
+    values += column;
+  }
+  return "INSERT INTO " + std::string(table) + " (" + names + ") VALUES (" + values + ")";
+}
+
 }  // namespace evodispatch::results::sql

@@ -21,12 +21,12 @@ WorkloadRecord read_workload(const sql::Statement& st) {
 std::int64_t Workloads::upsert(const std::string& name, const nlohmann::json& spec) {
   auto& c = detail::connection(*db_);
   const std::string text = detail::json_text(spec);
-  sql::Statement find(c, "SELECT id FROM workloads WHERE name = ?1 AND spec_json = ?2");
-  find.bind(1, name).bind(2, text);
+  sql::Statement find(c, "SELECT id FROM workloads WHERE name = :name AND spec_json = :spec_json");
+  find.bind(":name", name).bind(":spec_json", text);
   if (find.step()) return find.column_int64(0);
-  sql::Statement ins(c, "INSERT INTO workloads (name, spec_json) VALUES (?1, ?2) "
+  sql::Statement ins(c, "INSERT INTO workloads (name, spec_json) VALUES (:name, :spec_json) "
                         "ON CONFLICT (name, spec_json) DO NOTHING RETURNING id");
-  ins.bind(1, name).bind(2, text);
+  ins.bind(":name", name).bind(":spec_json", text);
   if (auto id = detail::insert_returning_id(ins)) return *id;
   find.reset();  // another connection inserted it in between
   if (find.step()) return find.column_int64(0);
@@ -34,8 +34,8 @@ std::int64_t Workloads::upsert(const std::string& name, const nlohmann::json& sp
 }
 
 std::optional<WorkloadRecord> Workloads::get(std::int64_t id) const {
-  sql::Statement st(detail::connection(*db_), "SELECT id, name, spec_json, created_at FROM workloads WHERE id = ?1");
-  st.bind(1, id);
+  sql::Statement st(detail::connection(*db_), "SELECT id, name, spec_json, created_at FROM workloads WHERE id = :id");
+  st.bind(":id", id);
   if (st.step()) return read_workload(st);
   return std::nullopt;
 }

@@ -47,6 +47,7 @@ void Measurer::load() {
   results::MeasurementFilter f;
   f.device = fingerprint();
   f.kernel_build = kernel_build();
+  f.measuring_protocol = stored_.evaluator().measuring_protocol();  // rows timed another way are not reused
   f.l2 = timing().l2;
   for (const auto& row : results::Measurements(stored_.db()).list(f)) {
     const int i = cache_.index_of(row.measurement.key.shape);

@@ -66,6 +66,14 @@ class BreakingEvaluator : public SimulatorEvaluator {
   bool broken_ = false;
 };
 
+// A simulator whose rows are timed by another measuring protocol, as a worker of another
+// kernel library, or this one after a change to how it times, would announce.
+class RetimedEvaluator : public SimulatorEvaluator {
+ public:
+  RetimedEvaluator() : SimulatorEvaluator(load_sim_profile("h100-sxm")) {}
+  int measuring_protocol() const override { return kMeasuringProtocol + 1; }
+};
+
 std::vector<std::string> worker_command() { return {EVO_BINARY, "worker", "--device", "sim:h100-sxm"}; }
 
 // Waits until `pid` has ended (a zombie still counts as ended).
@@ -176,6 +184,43 @@ TEST(WorkerProtocol, AnUnusableEvaluatorEndsTheLoopAfterItsReply) {
   EXPECT_FALSE(r[0]["measurement"]["ok"].get<bool>());
 }
 
+TEST(WorkerProtocol, InfoAndRowsCarryTheMeasuringProtocol) {
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  EXPECT_EQ(sim.measuring_protocol(), kMeasuringProtocol);
+  RetimedEvaluator retimed;
+  for (Evaluator* ev : {static_cast<Evaluator*>(&sim), static_cast<Evaluator*>(&retimed)}) {
+    const auto r = serve_lines(*ev, R"({"id": 1, "op": "info"})"
+                                    "\n" +
+                                        measure_line(2, table1(), Decision{2, std::nullopt, 0}));
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(r[0]["info"]["measuring_protocol"], ev->measuring_protocol());
+    EXPECT_EQ(r[1]["measurement"]["key"]["measuring_protocol"], ev->measuring_protocol());
+    EXPECT_EQ(measurement_from_json(r[1]["measurement"]).key.measuring_protocol, ev->measuring_protocol());
+    EXPECT_EQ(ev->key(table1(), Decision{}, TimingOptions{}).measuring_protocol, ev->measuring_protocol());
+  }
+  EXPECT_NE(retimed.measuring_protocol(), sim.measuring_protocol());
+}
+
+TEST(WorkerProtocol, ARowMustSayHowItWasMeasured) {
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  const json row = to_json(sim.measure(table1(), Decision{}, TimingOptions{}));
+  auto error_of = [](const json& bad) -> std::string {
+    try {
+      measurement_from_json(bad);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  json bad = row;
+  bad["key"].erase("measuring_protocol");
+  EXPECT_EQ(error_of(bad), "$.key.measuring_protocol: missing (an integer >= 1 is required)");
+  bad["key"]["measuring_protocol"] = 0;
+  EXPECT_EQ(error_of(bad), "$.key.measuring_protocol: must be an integer >= 1");
+  bad["key"]["measuring_protocol"] = "1";
+  EXPECT_NE(error_of(bad).find("$.key.measuring_protocol"), std::string::npos);
+}
+
 TEST(WorkerProtocol, TimingOptionsRoundTrip) {
   TimingOptions t;
   t.l2 = L2Mode::hot;
@@ -202,6 +247,7 @@ TEST(RemoteEvaluator, ChildWorkerAnswersLikeTheSimulatorInProcess) {
   EXPECT_EQ(remote.fingerprint(), sim.fingerprint());
   EXPECT_EQ(remote.kernel_build(), sim.kernel_build());
   EXPECT_EQ(remote.device(), sim.device());
+  EXPECT_EQ(remote.measuring_protocol(), sim.measuring_protocol());
   EXPECT_GT(remote.worker_pid(), 0);
   const Shape s = table1();
   for (int splits : {1, 3, 64}) {
@@ -210,6 +256,7 @@ TEST(RemoteEvaluator, ChildWorkerAnswersLikeTheSimulatorInProcess) {
     EXPECT_TRUE(a.ok) << a.error;
     EXPECT_DOUBLE_EQ(a.median_us, b.median_us);
     EXPECT_EQ(a.key.device, b.key.device);
+    EXPECT_EQ(a.key.measuring_protocol, b.key.measuring_protocol);
     EXPECT_EQ(a.plan, b.plan);
   }
   // One request over 8 KV heads and 8K keys: 8 splits fill the SMs that 1 split leaves idle.
@@ -263,6 +310,32 @@ TEST(RemoteEvaluator, AWorkerThatCannotStartIsAnInputError) {
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("did not start"), std::string::npos) << e.what();
+  }
+}
+
+// A worker stands for the rows it returns: the parent takes its measuring protocol from
+// what the worker announces, and one that announces none is not used.
+TEST(RemoteEvaluator, TheWorkersMeasuringProtocolIsTheOneItAnnounces) {
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  json info = {{"spec", "sim:h100-sxm"},
+               {"device", to_json(sim.device())},
+               {"fingerprint", sim.fingerprint()},
+               {"kernel_build", sim.kernel_build()},
+               {"measuring_protocol", 5}};
+  auto answering = [](const json& info) -> std::vector<std::string> {
+    const json reply = {{"id", 1}, {"ok", true}, {"info", info}};
+    return {"/bin/sh", "-c", "read request; echo '" + reply.dump() + "'; cat >/dev/null"};
+  };
+  RemoteEvaluator remote("sim:h100-sxm", answering(info));
+  EXPECT_EQ(remote.measuring_protocol(), 5);
+  EXPECT_EQ(remote.key(table1(), Decision{}, TimingOptions{}).measuring_protocol, 5);
+
+  info.erase("measuring_protocol");
+  try {
+    RemoteEvaluator silent("sim:h100-sxm", answering(info));
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("$.info.measuring_protocol: missing"), std::string::npos) << e.what();
   }
 }
 

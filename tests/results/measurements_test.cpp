@@ -117,6 +117,36 @@ TEST(Measurements, EveryPartOfTheKeyMakesADifferentRow) {
   for (const auto& m : variants) EXPECT_TRUE(store.find(m.key));
 }
 
+// A change of how measurements are timed must not hand back rows timed the old way.
+TEST(Measurements, AnotherMeasuringProtocolIsAMiss) {
+  Database db = Database::open(":memory:");
+  Measurements store(db);
+  Measurement m = sample_measurement();
+  EXPECT_EQ(m.key.measuring_protocol, kMeasuringProtocol);
+  m.key.measuring_protocol = 7;
+  ASSERT_TRUE(store.put(m));
+  ASSERT_TRUE(store.find(m.key));
+  EXPECT_EQ(store.find(m.key)->key.measuring_protocol, 7);
+
+  MeasurementKey other = m.key;
+  other.measuring_protocol = 8;
+  EXPECT_FALSE(store.find(other));
+  const auto many = store.find_many(std::vector<MeasurementKey>{other, m.key});
+  EXPECT_FALSE(many[0]);
+  EXPECT_TRUE(many[1]);
+
+  Measurement retimed = m;
+  retimed.key = other;
+  retimed.median_us = 11;
+  EXPECT_TRUE(store.put(retimed));  // beside the old row, not over it
+  EXPECT_EQ(store.find(m.key)->median_us, m.median_us);
+  EXPECT_EQ(store.find(other)->median_us, 11);
+  const auto of_protocol = store.list(test::with<MeasurementFilter>([](auto& f) { f.measuring_protocol = 8; }));
+  ASSERT_EQ(of_protocol.size(), 1u);
+  EXPECT_EQ(of_protocol[0].measurement.median_us, 11);
+  EXPECT_EQ(store.count(test::with<MeasurementFilter>([](auto& f) { f.measuring_protocol = 7; })), 1);
+}
+
 TEST(Measurements, KeysAreComparedWithTheDecisionResolved) {
   Database db = Database::open(":memory:");
   Measurements store(db);

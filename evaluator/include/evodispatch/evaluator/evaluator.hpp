@@ -34,6 +34,9 @@ class Evaluator {
   virtual const DeviceInfo& device() const = 0;
   virtual const std::string& fingerprint() const = 0;
   virtual const std::string& kernel_build() const = 0;
+  // The version of the procedure that turns a run into a row (measurement.hpp); part of
+  // every key. Evaluators that follow the built-in procedure keep the default.
+  virtual int measuring_protocol() const { return kMeasuringProtocol; }
   // The key a measurement of this (shape, decision) would carry; the decision is resolved.
   MeasurementKey key(const Shape&, const Decision&, const TimingOptions&) const;
   virtual Measurement measure(const Shape&, const Decision&, const TimingOptions&) = 0;

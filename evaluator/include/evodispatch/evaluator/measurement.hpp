@@ -24,6 +24,21 @@ struct TimingOptions {
   bool check = true;           // compare against the reference once per (shape, decision)
 };
 
+// The version of the built-in measuring protocol: how a row's numbers are obtained, as
+// opposed to what ran (the kernel build) and where (the device). Stored rows of another
+// version are never reused, so bump it with any change after which a new row would not be
+// comparable with an old one of the same key:
+//   * timing: graph capture (calls per graph, min_replay_us's meaning), warm-up, what a
+//     replay's time is divided by, which statistic median_us / p10_us / p90_us are;
+//   * inputs: their distribution or seeding, the buffer rotation that makes L2 cold, the
+//     per-request lengths (cache_seqlens) a shape implies;
+//   * the numeric check: the reference, the tolerance, the poisoning of outputs, when a
+//     row counts as failed;
+//   * what a row's fields mean (units, plan fields).
+// Not for a kernel or compile change (kernel_build_hash() covers it), a device or driver
+// change (the fingerprint), or the simulator's model (its kernel_build names the model).
+inline constexpr int kMeasuringProtocol = 1;
+
 // Identifies a measurement: it is never taken twice for the same key.
 struct MeasurementKey {
   std::string device;        // device fingerprint (GPU model, SMs, clocks, driver / sim profile hash)
@@ -31,6 +46,9 @@ struct MeasurementKey {
   Shape shape;
   Decision decision;         // resolved
   L2Mode l2 = L2Mode::cold;
+  // How it was measured (kMeasuringProtocol for the built-in evaluators; another backend
+  // numbers its own). Last only so that positional initializers of the fields above stay valid.
+  int measuring_protocol = kMeasuringProtocol;
 };
 
 struct Measurement {
@@ -56,6 +74,9 @@ nlohmann::json to_json(const TimingOptions&);
 TimingOptions timing_from_json(const nlohmann::json&, const std::string& path = "$");
 
 nlohmann::json to_json(const MeasurementKey&);
+// A measuring-protocol version read from JSON (`value` null: missing), an integer >= 1;
+// InputError at `path` otherwise.
+int measuring_protocol_from_json(const nlohmann::json* value, const std::string& path);
 nlohmann::json to_json(const Measurement&);
 Measurement measurement_from_json(const nlohmann::json&, const std::string& path = "$");
 

@@ -9,7 +9,8 @@
 //   request                                                   reply
 //   {"id": 1, "op": "info"}                                   {"id": 1, "ok": true, "info": {"spec": "cuda:0",
 //                                                               "device": DEVICE, "fingerprint": "...",
-//                                                               "kernel_build": "..."}}
+//                                                               "kernel_build": "...",
+//                                                               "measuring_protocol": 1}}
 //   {"id": 2, "op": "measure", "shape": SHAPE,                {"id": 2, "ok": true, "measurement": ROW}
 //    "decision": DECISION, "timing": TIMING,
 //    "seqlens": [..]}
@@ -20,7 +21,12 @@
 //
 // SHAPE, DECISION, DEVICE: the JSON of heuristics/contract.hpp. ROW: a measurement row
 // (measurement.hpp), which may itself be failed ("ok": false inside, with its error): a
-// failed row is an answer, not a protocol error. COMPARISON: evaluator.hpp's Comparison.
+// failed row is an answer, not a protocol error. Its "key" names device, kernel_build,
+// shape, decision, l2 and measuring_protocol, as the info announced them.
+// "measuring_protocol" (an integer >= 1, required) is the version of the procedure that
+// times and checks a measurement (kMeasuringProtocol for the built-in worker); a worker of
+// another library numbers its own and bumps it when its timing changes, so rows stored
+// under the old number are not reused. COMPARISON: evaluator.hpp's Comparison.
 // TIMING: {"l2": "cold"|"hot", "min_replay_us", "replays", "warmup", "check"}, every
 // field optional (TimingOptions' defaults). "seqlens" (optional): each request's KV
 // length (cache_seqlens), for the GPU runner only. "pairs" defaults to 30.
@@ -73,6 +79,7 @@ class RemoteEvaluator : public Evaluator {
   const DeviceInfo& device() const override { return device_; }
   const std::string& fingerprint() const override { return fingerprint_; }
   const std::string& kernel_build() const override { return kernel_build_; }
+  int measuring_protocol() const override { return measuring_protocol_; }  // as the worker announced it
 
   Measurement measure(const Shape&, const Decision&, const TimingOptions&) override;
   Comparison compare(const Shape&, const Decision& a, const Decision& b, const TimingOptions&, int pairs = 30) override;
@@ -95,6 +102,7 @@ class RemoteEvaluator : public Evaluator {
   std::vector<std::string> command_;
   DeviceInfo device_;
   std::string fingerprint_, kernel_build_;
+  int measuring_protocol_ = kMeasuringProtocol;
   pid_t pid_ = -1;
   int fd_ = -1;
   std::string buffer_;  // bytes read past the last line

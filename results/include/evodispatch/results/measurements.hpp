@@ -15,6 +15,7 @@ namespace evodispatch::results {
 struct MeasurementFilter {
   std::optional<std::string> device;        // fingerprint
   std::optional<std::string> kernel_build;  // hash
+  std::optional<int> measuring_protocol;    // rows of this protocol only (kMeasuringProtocol: reusable ones)
   std::optional<std::int64_t> run_id;       // the run that took it
   std::optional<Shape> shape;
   std::optional<L2Mode> l2;
@@ -35,7 +36,8 @@ class Measurements {
 
   // Keys are compared with the decision resolved (resolve(decision, shape)), so a key
   // whose pack_gqa is unset finds the row stored with its default filled in; the
-  // returned key always has pack_gqa set.
+  // returned key always has pack_gqa set. Every part of the key counts, the measuring
+  // protocol included: a row of another protocol is a miss.
   std::optional<Measurement> find(const MeasurementKey&) const;
   // Many keys in one read snapshot; the answer has one entry per key, in order.
   std::vector<std::optional<Measurement>> find_many(std::span<const MeasurementKey>) const;
