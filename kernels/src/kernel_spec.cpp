@@ -21,14 +21,12 @@ bool supported_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 // 128-row tiles and two CTAs anyway; at D = 256 a warp needs 64-row tiles to have 16 keys).
 // The 64-row variants use 256 threads of ~230 registers, one CTA per SM whatever the
 // tile, so they always stream 128-row tiles where the split block allows.
-KernelSpec decode_spec(int head_dim, Dtype dtype, bool paged, bool pack_gqa, int block_m, bool latency,
-                       bool dense = false) {
+KernelSpec decode_spec(int head_dim, Dtype dtype, bool paged, int block_m, bool latency, bool dense = false) {
   KernelSpec s;
   s.kind = KernelKind::decode;
   s.head_dim = head_dim;
   s.dtype = dtype;
   s.paged = paged;
-  s.pack_gqa = pack_gqa;
   s.block_m = block_m;
   s.block_n = head_dim == 256 ? 64 : head_dim == 64 || latency || block_m > 16 ? 128 : 64;
   s.warps_m = block_m / 16;
@@ -78,7 +76,7 @@ int KernelSpec::rows_per_cta() const {
 std::string KernelSpec::name() const {
   const std::string d = "d" + std::to_string(head_dim) + "_" + std::string(to_string(dtype));
   if (kind == KernelKind::combine) return "combine_" + d;
-  return "decode_" + d + (paged ? "_paged" : "_contig") + (pack_gqa ? "_pack" : "_nopack") + "_m" +
+  return "decode_" + d + (paged ? "_paged" : "_contig") + "_m" +
          std::to_string(block_m) + "n" + std::to_string(block_n) + "_w" + std::to_string(warps_m) + "x" +
          std::to_string(warps_n) + "_s" + std::to_string(stages) +
          (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "");
@@ -90,7 +88,7 @@ std::string KernelSpec::kernel_expression() const {
     return "evodispatch::dev::combine_kernel<" + std::to_string(head_dim) + ", " + dt + ">";
   auto b = [](bool v) { return v ? std::string("true") : std::string("false"); };
   return "evodispatch::dev::decode_kernel<" + std::to_string(head_dim) + ", " + dt + ", " + b(paged) + ", " +
-         b(pack_gqa) + ", " + std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
+         std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
          std::to_string(warps_m) + ", " + std::to_string(warps_n) + ", " + std::to_string(stages) + ", " +
          std::to_string(min_ctas_per_sm) + ">";
 }
@@ -147,8 +145,7 @@ int rows_of(const Shape& shape, bool pack_gqa) {
 
 KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
   check_supported(shape);
-  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack_gqa, rows_of(shape, pack_gqa) <= 16 ? 16 : 64,
-                     false);
+  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, rows_of(shape, pack_gqa) <= 16 ? 16 : 64, false);
 }
 
 KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
@@ -185,7 +182,7 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   const bool few = 2 * std::min(items, sms) <= num_sms;
   const bool dense = !margin && block_m == 16 && shape.head_dim == 128 && shape.page_size == 0 && items > sms &&
                      items <= 3 * sms;
-  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack, block_m, few, dense);
+  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, block_m, few, dense);
 }
 
 KernelSpec combine_spec_for(const Shape& shape) {
@@ -202,12 +199,10 @@ std::vector<KernelSpec> all_kernel_specs() {
       for (bool paged : {false, true}) {
         for (bool latency : {false, true}) {
           if (latency && d != 128) continue;  // the same tiles as the throughput variant
-          out.push_back(decode_spec(d, dt, paged, false, 16, latency));
-          out.push_back(decode_spec(d, dt, paged, true, 16, latency));
+          out.push_back(decode_spec(d, dt, paged, 16, latency));
         }
-        if (d == 128 && !paged)
-          for (bool pack : {false, true}) out.push_back(decode_spec(d, dt, paged, pack, 16, false, true));
-        out.push_back(decode_spec(d, dt, paged, true, 64, false));
+        if (d == 128 && !paged) out.push_back(decode_spec(d, dt, paged, 16, false, true));
+        out.push_back(decode_spec(d, dt, paged, 64, false));
       }
       out.push_back(combine_spec(d, dt));
     }
@@ -218,8 +213,6 @@ DecodeParams decode_params_for(const Shape& shape, const Decision& decision, con
   validate(shape, "shape");
   const Decision d = resolve(decision, shape);
   if (spec.kind != KernelKind::decode) throw InputError("decode_params_for: " + spec.name() + " is not a decode kernel");
-  if (*d.pack_gqa != spec.pack_gqa)
-    throw InputError("decode_params_for: decision pack_gqa differs from kernel " + spec.name());
   if (d.num_splits < 1 || d.num_splits > kMaxSplits)
     throw InputError("decision.num_splits: must be 1.." + std::to_string(kMaxSplits));
 
@@ -250,8 +243,8 @@ DecodeParams decode_params_for(const Shape& shape, const Decision& decision, con
   p.lse_batch_stride = static_cast<std::int64_t>(shape.h_q) * shape.seqlen_q;
   p.page_table_batch_stride = max_pages;
 
-  p.heads_per_group = spec.pack_gqa ? p.qpk : 1;
-  p.groups_per_kv_head = spec.pack_gqa ? 1 : p.qpk;
+  p.heads_per_group = *d.pack_gqa ? p.qpk : 1;
+  p.groups_per_kv_head = *d.pack_gqa ? 1 : p.qpk;
   p.rows_per_group = p.heads_per_group * shape.seqlen_q;
   p.m_tiles = (p.rows_per_group + spec.block_m - 1) / spec.block_m;
   const std::int64_t items = std::int64_t{shape.batch} * shape.h_kv * d.num_splits * p.groups_per_kv_head * p.m_tiles;
