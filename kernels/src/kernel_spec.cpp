@@ -4,6 +4,8 @@
 #include <climits>
 #include <cmath>
 
+#include <evodispatch/kernels/plan.hpp>
+
 namespace evodispatch {
 
 namespace {
@@ -137,30 +139,23 @@ void check_supported(const Shape& shape) {
     throw InputError("shape.head_dim: no kernel for " + std::to_string(shape.head_dim) + " (64, 128, 256)");
   if (shape.dtype == Dtype::fp8) throw InputError("shape.dtype: fp8 has no kernel yet");
 }
-int rows_of(const Shape& shape, bool pack_gqa) {
-  const int qpk = shape.h_kv > 0 ? shape.h_q / shape.h_kv : 1;
-  return pack_gqa ? qpk * shape.seqlen_q : shape.seqlen_q;
-}
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
   check_supported(shape);
-  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, rows_of(shape, pack_gqa) <= 16 ? 16 : 64, false);
+  const int rows = decompose_work(shape, Decision{1, pack_gqa, 0}, 16).rows_per_group;
+  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, rows <= 16 ? 16 : 64, false);
 }
 
 KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   check_supported(shape);
   const Decision d = resolve(decision, shape);
-  const bool pack = d.pack_gqa.value_or(false);
-  const int rows = rows_of(shape, pack);
-  const int qpk = shape.h_kv > 0 ? shape.h_q / shape.h_kv : 1;
-  const std::int64_t groups = std::int64_t{shape.batch} * shape.h_kv * (pack ? 1 : qpk) * d.num_splits;
-  const std::int64_t items16 = groups * ((rows + 15) / 16);
+  const WorkDecomposition rows16 = decompose_work(shape, d, 16);
   const std::int64_t sms = std::max(1, num_sms - d.sm_margin);
   // Tiling the rows by 16 re-reads the KV of a group once per tile (through L2): worth it
   // only while it buys parallelism, i.e. while the 16-row items fit one wave.
-  const int block_m = rows > 16 && items16 > sms ? 64 : 16;
-  const std::int64_t items = block_m == 16 ? items16 : groups * ((rows + 63) / 64);
+  const int block_m = rows16.rows_per_group > 16 && rows16.items > sms ? 64 : 16;
+  const std::int64_t items = block_m == 16 ? rows16.items : decompose_work(shape, d, block_m).items;
   // The variant sets the bytes in flight: a CTA keeps stages - 1 K/V tile pairs loading,
   // 128 KiB in the one-CTA-per-SM variant (128-row tiles, 3 stages), 64 KiB in the two-CTA
   // one (64-row tiles, 3 stages), 32 KiB in the three-CTA one (64-row tiles, 2 stages). An
@@ -243,13 +238,13 @@ DecodeParams decode_params_for(const Shape& shape, const Decision& decision, con
   p.lse_batch_stride = static_cast<std::int64_t>(shape.h_q) * shape.seqlen_q;
   p.page_table_batch_stride = max_pages;
 
-  p.heads_per_group = *d.pack_gqa ? p.qpk : 1;
-  p.groups_per_kv_head = *d.pack_gqa ? 1 : p.qpk;
-  p.rows_per_group = p.heads_per_group * shape.seqlen_q;
-  p.m_tiles = (p.rows_per_group + spec.block_m - 1) / spec.block_m;
-  const std::int64_t items = std::int64_t{shape.batch} * shape.h_kv * d.num_splits * p.groups_per_kv_head * p.m_tiles;
-  if (items > INT_MAX) throw InputError("shape: too many work items for one launch (" + std::to_string(items) + ")");
-  p.num_work_items = static_cast<int>(items);
+  const WorkDecomposition w = decompose_work(shape, d, spec.block_m);
+  p.heads_per_group = w.heads_per_group;
+  p.groups_per_kv_head = w.groups_per_kv_head;
+  p.rows_per_group = w.rows_per_group;
+  p.m_tiles = w.m_tiles;
+  if (w.items > INT_MAX) throw InputError("shape: too many work items for one launch (" + std::to_string(w.items) + ")");
+  p.num_work_items = static_cast<int>(w.items);
 
   p.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
   p.scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)) * 1.4426950408889634);

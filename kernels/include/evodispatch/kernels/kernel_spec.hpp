@@ -81,7 +81,8 @@ std::vector<KernelSpec> all_kernel_specs();
 // decomposition and the strides of dense q/out [B, Lq, Hq, D], k/v [B, Lk_max, Hkv, D]
 // (contiguous, lk_max = shape.seqlen_k) or [num_pages, page_size, Hkv, D] (paged), page
 // table [B, max_pages] and lse [B, Hq, Lq]. Pointers are left null for the caller.
-// `decision` is resolved first (pack_gqa default); its pack_gqa picks the head groups.
+// `decision` is resolved first (pack_gqa default); the work decomposition is
+// decompose_work(shape, decision, spec.block_m) (plan.hpp).
 DecodeParams decode_params_for(const Shape&, const Decision&, const KernelSpec&, int max_pages = 0);
 
 // Workspace of a split call: fp32 partial O and LSE, dense, per DecodeParams' comments.
