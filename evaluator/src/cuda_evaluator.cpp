@@ -55,16 +55,17 @@ std::string case_id(const MeasureCase& c, const Decision& resolved) {
   return id;
 }
 
-// One decision made ready to launch on this GPU.
+// One decision made ready to launch on this GPU: the loaded kernels and their launch.
 struct Prepared {
-  Decision decision;  // resolved
-  KernelSpec spec;
   const gpu::LoadedKernel* decode = nullptr;
   const gpu::LoadedKernel* combine = nullptr;
-  DecodeParams base{};
-  int decode_grid = 0, combine_grid = 0;
-  nlohmann::json plan;
+  RunnerLaunch launch;
+  const Decision& decision() const { return launch.decision; }
 };
+
+LoadedKernelReport report(const gpu::LoadedKernel* k) {
+  return k ? LoadedKernelReport{k->resources, k->ctas_per_sm} : LoadedKernelReport{};
+}
 
 struct BufferSets {
   int sets = 1;
@@ -116,93 +117,42 @@ struct CudaEvaluator::Impl {
     }
   }
 
-  // The kernels, grids and plan of a decision; "" or why it cannot run.
+  // The kernels and the launch of a decision; "" or why it cannot run.
   std::string prepare(const MeasureCase& c, const Decision& d, const DeviceInfo& dev, Prepared& p) {
-    p.decision = resolve(d, c.shape);
-    p.spec = spec_for(c.shape, p.decision, dev.num_sms);
+    const RunnerKernels kernels = runner_kernels(c.shape, d, dev);
     std::string error;
-    p.decode = cache.get(p.spec, &error);
+    p.decode = cache.get(kernels.decode, &error);
     if (!p.decode) return error;
-    const bool split = p.decision.num_splits > 1;
-    KernelSpec combine_spec;
-    if (split) {
-      combine_spec = combine_spec_for(c.shape);
-      p.combine = cache.get(combine_spec, &error);
+    if (kernels.combine) {
+      p.combine = cache.get(*kernels.combine, &error);
       if (!p.combine) return error;
     }
-    const gpu::CaseLayout layout = gpu::case_layout(c.shape, 1);
-    p.base = decode_params_for(c.shape, p.decision, p.spec, layout.max_pages);
-
-    // The persistent grids: at most (SMs - sm_margin) x grid_ctas_per_sm CTAs (kernels/plan.hpp).
-    const auto persistent_grid = [&](std::int64_t ctas, int occupancy) {
-      const std::int64_t sms = dev.num_sms - p.decision.sm_margin;
-      return static_cast<int>(std::min<std::int64_t>(ctas, sms * grid_ctas_per_sm(occupancy, p.decision.sm_margin)));
-    };
-    p.decode_grid = persistent_grid(p.base.num_work_items, p.decode->ctas_per_sm);
-    std::int64_t combine_ctas = 0;
-    if (split) {
-      const std::int64_t rows = std::int64_t{c.shape.batch} * c.shape.seqlen_q * c.shape.h_q;
-      combine_ctas = (rows + combine_spec.rows_per_cta() - 1) / combine_spec.rows_per_cta();
-      p.combine_grid = persistent_grid(combine_ctas, p.combine->ctas_per_sm);
-    }
-
-    // The plan with this GPU's real kernel resources, and what is actually launched.
-    // The variant's own numbers (kernels/plan.hpp), made exact: ptxas's register count and
-    // the occupancy the runtime reports.
-    KernelResources res = kernel_resources(c.shape, p.decision, dev);
-    res.threads_per_cta = p.spec.threads();
-    if (p.decode->resources.registers > 0) res.registers_per_thread = p.decode->resources.registers;
-    res.stages = p.spec.stages;
-    res.block_m = p.spec.block_m;
-    res.smem_bytes_per_cta = p.spec.smem_bytes();
-    res.max_ctas_per_sm = p.decode->ctas_per_sm;
-    try {
-      p.plan = to_json(plan(c.shape, p.decision, dev, res));
-    } catch (const InputError& e) {
-      // The plan's resource model refused what the GPU accepts: keep the launch facts.
-      p.plan = nlohmann::json::object();
-      p.plan["plan_error"] = e.what();
-    }
-    nlohmann::json g = {{"decode_kernel", p.spec.name()},
-                        {"decode_grid", p.decode_grid},
-                        {"decode_block", p.decode->threads},
-                        {"decode_smem_bytes", p.decode->dynamic_smem},
-                        {"decode_ctas_per_sm", p.decode->ctas_per_sm},
-                        {"decode_registers", p.decode->resources.registers},
-                        {"decode_spill_bytes", p.decode->resources.spill_store_bytes + p.decode->resources.spill_load_bytes},
-                        {"work_items", p.base.num_work_items}};
-    if (split) {
-      g["combine_kernel"] = combine_spec.name();
-      g["combine_grid"] = p.combine_grid;
-      g["combine_block"] = p.combine->threads;
-      g["combine_ctas"] = combine_ctas;
-      g["combine_registers"] = p.combine->resources.registers;
-    }
-    p.plan["gpu"] = g;
-    if (!c.seqlens.empty()) p.plan["seqlens"] = c.seqlens;
-    return "";
+    return plan_launch(c, d, dev, kernels, report(p.decode), report(p.combine), p.launch);
   }
 
-  // cta_sms: null, or where each decode CTA writes the SM it ran on (the checked run).
+  // Every size from the plan. cta_sms: null, or where each decode CTA writes the SM it ran
+  // on (the checked run).
   void launch(const Prepared& p, const gpu::DecodeBuffers& buf, int set, bool with_lse, int* cta_sms = nullptr) const {
-    DecodeParams params = buf.params(p.base, set, with_lse);
+    const Plan& plan = p.launch.plan;
+    DecodeParams params = buf.params(p.launch.base, set, with_lse);
     params.cta_sms = cta_sms;
     void* args[] = {&params};
-    check(cudaLaunchKernel(p.decode->func(), dim3(p.decode_grid), dim3(p.decode->threads), args,
-                           static_cast<std::size_t>(p.decode->dynamic_smem), s()),
+    check(cudaLaunchKernel(p.decode->func(), dim3(static_cast<unsigned>(plan.grid_ctas)),
+                           dim3(static_cast<unsigned>(plan.threads_per_cta)), args,
+                           static_cast<std::size_t>(plan.smem_bytes_per_cta), s()),
           "launch decode kernel");
-    if (!p.combine) return;
+    if (!plan.combine) return;
     // Programmatic dependent launch on Hopper and later: the combine kernel is scheduled
     // while the decode kernel runs and waits for it on the device (kernels/cuda/common.cuh).
     // Not with an SM margin: its waiting CTAs would sit on the SMs the margin leaves free.
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(p.combine_grid);
-    cfg.blockDim = dim3(p.combine->threads);
+    cfg.gridDim = dim3(static_cast<unsigned>(plan.combine_grid));
+    cfg.blockDim = dim3(static_cast<unsigned>(plan.combine_threads_per_cta));
     cfg.stream = s();
     cudaLaunchAttribute pdl[1] = {};
     pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     pdl[0].val.programmaticStreamSerializationAllowed = 1;
-    if (gpu.cc >= 90 && p.decision.sm_margin == 0) {
+    if (gpu.cc >= 90 && plan.decision.sm_margin == 0) {
       cfg.attrs = pdl;
       cfg.numAttrs = 1;
     }
@@ -238,9 +188,9 @@ struct CudaEvaluator::Impl {
     // 0xFFFF is a NaN in bf16 and fp16, 0xFFFFFFFF in fp32: unwritten elements stay NaN.
     check(cudaMemsetAsync(buf.out(0), 0xff, static_cast<std::size_t>(l.q_elems) * 2, s()), "poison out");
     check(cudaMemsetAsync(buf.lse(), 0xff, lse_n * sizeof(float), s()), "poison lse");
-    gpu::DeviceBuffer cta_sms(static_cast<std::size_t>(p.decode_grid) * sizeof(int));
+    gpu::DeviceBuffer cta_sms(static_cast<std::size_t>(p.launch.plan.grid_ctas) * sizeof(int));
     launch(p, buf, 0, true, static_cast<int*>(cta_sms.get()));
-    std::vector<int> sm_of(static_cast<std::size_t>(p.decode_grid));
+    std::vector<int> sm_of(static_cast<std::size_t>(p.launch.plan.grid_ctas));
     check(cudaMemcpyAsync(sm_of.data(), cta_sms.get(), sm_of.size() * sizeof(int), cudaMemcpyDeviceToHost, s()),
           "copy the CTAs' SMs");
     gpu::DeviceBuffer ref_out(static_cast<std::size_t>(l.q_elems) * sizeof(float));
@@ -262,7 +212,7 @@ struct CudaEvaluator::Impl {
   std::string ensure_checked(const MeasureCase& c, const Prepared& p, const gpu::DecodeBuffers& buf,
                              const TimingOptions& t, Measurement& m) {
     if (!t.check) return "";
-    const std::string id = case_id(c, p.decision);
+    const std::string id = case_id(c, p.decision());
     if (const auto it = checked.find(id); it != checked.end()) {
       m.rel_error = it->second.rel_error;
       m.plan["gpu"]["decode_sms"] = it->second.decode_sms;
@@ -271,7 +221,8 @@ struct CudaEvaluator::Impl {
     int decode_sms = 0;
     const NumericCheck nc = numeric_check(p, buf, c.shape, decode_sms);
     m.rel_error = nc.rel_error;
-    if (!nc.ok) return "numeric check failed (" + p.spec.name() + ", " + describe(p.decision) + "): " + nc.error;
+    if (!nc.ok)
+      return "numeric check failed (" + p.launch.kernels.decode.name() + ", " + describe(p.decision()) + "): " + nc.error;
     m.plan["gpu"]["decode_sms"] = decode_sms;
     checked.emplace(id, Checked{nc.rel_error, decode_sms});
     return "";
@@ -370,11 +321,11 @@ Measurement CudaEvaluator::measure(const MeasureCase& c, const Decision& d, cons
       m.error = why;
       return m;
     }
-    m.plan = p.plan;
-    const gpu::CaseLayout layout = gpu::case_layout(c.shape, p.decision.num_splits);
+    m.plan = p.launch.row_plan;
+    const gpu::CaseLayout layout = gpu::case_layout(c.shape, p.decision().num_splits);
     const bool timed = t.replays > 0;
     const BufferSets sets = timed ? impl_->buffer_sets(layout, t.l2) : BufferSets{};
-    const gpu::DecodeBuffers buf(c, p.decision.num_splits, sets.sets, impl_->support, *impl_->stream);
+    const gpu::DecodeBuffers buf(c, p.decision().num_splits, sets.sets, impl_->support, *impl_->stream);
     if (std::string why = impl_->ensure_checked(c, p, buf, t, m); !why.empty()) {
       m.error = why;
       return m;
@@ -433,10 +384,10 @@ Comparison CudaEvaluator::compare(const MeasureCase& c, const Decision& a, const
     Prepared pa, pb;
     if (std::string why = impl_->prepare(c, a, device_, pa); !why.empty()) return fail("a: " + why);
     if (std::string why = impl_->prepare(c, b, device_, pb); !why.empty()) return fail("b: " + why);
-    cmp.a.plan = pa.plan;
-    cmp.b.plan = pb.plan;
+    cmp.a.plan = pa.launch.row_plan;
+    cmp.b.plan = pb.launch.row_plan;
     // One set of buffers serves both: room for the larger workspace.
-    const int max_splits = std::max(pa.decision.num_splits, pb.decision.num_splits);
+    const int max_splits = std::max(pa.decision().num_splits, pb.decision().num_splits);
     const gpu::CaseLayout layout = gpu::case_layout(c.shape, max_splits);
     const BufferSets sets = impl_->buffer_sets(layout, t.l2);
     const gpu::DecodeBuffers buf(c, max_splits, sets.sets, impl_->support, *impl_->stream);

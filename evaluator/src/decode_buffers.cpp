@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <evodispatch/kernels/kernel_spec.hpp>
+#include <evodispatch/kernels/plan.hpp>
 
 namespace evodispatch::gpu {
 
@@ -46,8 +47,9 @@ CaseLayout case_layout(const Shape& s, int max_splits) {
   l.k = region(l.kv_elems * elem);
   l.v = region(l.kv_elems * elem);
   l.out = region(l.q_elems * elem);
-  l.o_partial = region(max_splits > 1 ? o_partial_floats(s, max_splits) * 4 : 0);
-  l.lse_partial = region(max_splits > 1 ? lse_partial_floats(s, max_splits) * 4 : 0);
+  const bool workspace = combine_runs(max_splits);
+  l.o_partial = region(workspace ? o_partial_floats(s, max_splits) * 4 : 0);
+  l.lse_partial = region(workspace ? lse_partial_floats(s, max_splits) * 4 : 0);
   l.set_bytes = at;
   return l;
 }

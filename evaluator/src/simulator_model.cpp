@@ -83,8 +83,7 @@ class MainKernel {
 double combine_us(const SimProfile& prof, const Plan& p) {
   if (!p.combine) return 0;
   const SimModel& m = prof.model;
-  const std::int64_t slots = std::int64_t{p.sms_used} * grid_ctas_per_sm(m.combine_ctas_per_sm, p.decision.sm_margin);
-  const double waves = static_cast<double>(ceil_div(p.combine_ctas, slots));
+  const double waves = static_cast<double>(ceil_div(p.combine_ctas, p.combine_slots));
   const double cta = m.combine_cta_us + static_cast<double>(p.num_splits) * p.combine_rows_per_cta * m.combine_split_row_us;
   // The workspace was just written by the main kernel: it is read from L2 when it fits.
   const bool fits = static_cast<double>(p.workspace_bytes) <= m.l2_fit_fraction * static_cast<double>(prof.device.l2_bytes);
@@ -100,6 +99,7 @@ KernelResources sim_kernel_resources(const SimProfile& prof, const Shape& s, con
   if (prof.model.max_ctas_per_sm > 0)
     r.max_ctas_per_sm = r.max_ctas_per_sm > 0 ? std::min(r.max_ctas_per_sm, prof.model.max_ctas_per_sm)
                                               : prof.model.max_ctas_per_sm;
+  r.combine_ctas_per_sm = prof.model.combine_ctas_per_sm;
   return r;
 }
 

@@ -25,10 +25,12 @@
 namespace evodispatch {
 namespace dev {
 
-template <int D_, int DT_, bool PAGED_, bool PACK_, int BM_, int BN_, int WM_, int WN_, int STAGES_>
+// Packing the GQA group is not a template argument: the head groups come from DecodeParams
+// (heads_per_group, groups_per_kv_head), so one specialisation serves both layouts.
+template <int D_, int DT_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_>
 struct DecodeTraits {
   static constexpr int D = D_, DT = DT_, BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
-  static constexpr bool PAGED = PAGED_, PACK = PACK_;
+  static constexpr bool PAGED = PAGED_;
   static constexpr int kWarps = WM * WN;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kKeysPerWarp = BN / WN;  // keys of a tile one warp scores
@@ -63,10 +65,10 @@ __device__ __forceinline__ u32 swz(int r, int c) {
 }
 
 // MIN_CTAS_: the CTAs per SM the variant is built for (registers capped to fit them).
-template <int D_, int DT_, bool PAGED_, bool PACK_, int BM_, int BN_, int WM_, int WN_, int STAGES_, int MIN_CTAS_>
+template <int D_, int DT_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_, int MIN_CTAS_>
 __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     decode_kernel(const __grid_constant__ DecodeParams p) {
-  using Tr = DecodeTraits<D_, DT_, PAGED_, PACK_, BM_, BN_, WM_, WN_, STAGES_>;
+  using Tr = DecodeTraits<D_, DT_, PAGED_, BM_, BN_, WM_, WN_, STAGES_>;
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, WN = Tr::WN, STAGES = Tr::STAGES;
   constexpr int kThreads = Tr::kThreads, kChunks = Tr::kChunks, kRowBytes = Tr::kRowBytes;
   constexpr int KPW = Tr::kKeysPerWarp, NT = Tr::kNTiles, DTL = Tr::kDTiles;

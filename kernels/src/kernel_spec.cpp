@@ -4,6 +4,8 @@
 #include <climits>
 #include <cmath>
 
+#include <evodispatch/kernels/plan.hpp>
+
 namespace evodispatch {
 
 namespace {
@@ -21,14 +23,12 @@ bool supported_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 // 128-row tiles and two CTAs anyway; at D = 256 a warp needs 64-row tiles to have 16 keys).
 // The 64-row variants use 256 threads of ~230 registers, one CTA per SM whatever the
 // tile, so they always stream 128-row tiles where the split block allows.
-KernelSpec decode_spec(int head_dim, Dtype dtype, bool paged, bool pack_gqa, int block_m, bool latency,
-                       bool dense = false) {
+KernelSpec decode_spec(int head_dim, Dtype dtype, bool paged, int block_m, bool latency, bool dense = false) {
   KernelSpec s;
   s.kind = KernelKind::decode;
   s.head_dim = head_dim;
   s.dtype = dtype;
   s.paged = paged;
-  s.pack_gqa = pack_gqa;
   s.block_m = block_m;
   s.block_n = head_dim == 256 ? 64 : head_dim == 64 || latency || block_m > 16 ? 128 : 64;
   s.warps_m = block_m / 16;
@@ -78,7 +78,7 @@ int KernelSpec::rows_per_cta() const {
 std::string KernelSpec::name() const {
   const std::string d = "d" + std::to_string(head_dim) + "_" + std::string(to_string(dtype));
   if (kind == KernelKind::combine) return "combine_" + d;
-  return "decode_" + d + (paged ? "_paged" : "_contig") + (pack_gqa ? "_pack" : "_nopack") + "_m" +
+  return "decode_" + d + (paged ? "_paged" : "_contig") + "_m" +
          std::to_string(block_m) + "n" + std::to_string(block_n) + "_w" + std::to_string(warps_m) + "x" +
          std::to_string(warps_n) + "_s" + std::to_string(stages) +
          (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "");
@@ -90,7 +90,7 @@ std::string KernelSpec::kernel_expression() const {
     return "evodispatch::dev::combine_kernel<" + std::to_string(head_dim) + ", " + dt + ">";
   auto b = [](bool v) { return v ? std::string("true") : std::string("false"); };
   return "evodispatch::dev::decode_kernel<" + std::to_string(head_dim) + ", " + dt + ", " + b(paged) + ", " +
-         b(pack_gqa) + ", " + std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
+         std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
          std::to_string(warps_m) + ", " + std::to_string(warps_n) + ", " + std::to_string(stages) + ", " +
          std::to_string(min_ctas_per_sm) + ">";
 }
@@ -139,31 +139,23 @@ void check_supported(const Shape& shape) {
     throw InputError("shape.head_dim: no kernel for " + std::to_string(shape.head_dim) + " (64, 128, 256)");
   if (shape.dtype == Dtype::fp8) throw InputError("shape.dtype: fp8 has no kernel yet");
 }
-int rows_of(const Shape& shape, bool pack_gqa) {
-  const int qpk = shape.h_kv > 0 ? shape.h_q / shape.h_kv : 1;
-  return pack_gqa ? qpk * shape.seqlen_q : shape.seqlen_q;
-}
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
   check_supported(shape);
-  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack_gqa, rows_of(shape, pack_gqa) <= 16 ? 16 : 64,
-                     false);
+  const int rows = decompose_work(shape, Decision{1, pack_gqa, 0}, 16).rows_per_group;
+  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, rows <= 16 ? 16 : 64, false);
 }
 
 KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   check_supported(shape);
   const Decision d = resolve(decision, shape);
-  const bool pack = d.pack_gqa.value_or(false);
-  const int rows = rows_of(shape, pack);
-  const int qpk = shape.h_kv > 0 ? shape.h_q / shape.h_kv : 1;
-  const std::int64_t groups = std::int64_t{shape.batch} * shape.h_kv * (pack ? 1 : qpk) * d.num_splits;
-  const std::int64_t items16 = groups * ((rows + 15) / 16);
+  const WorkDecomposition rows16 = decompose_work(shape, d, 16);
   const std::int64_t sms = std::max(1, num_sms - d.sm_margin);
   // Tiling the rows by 16 re-reads the KV of a group once per tile (through L2): worth it
   // only while it buys parallelism, i.e. while the 16-row items fit one wave.
-  const int block_m = rows > 16 && items16 > sms ? 64 : 16;
-  const std::int64_t items = block_m == 16 ? items16 : groups * ((rows + 63) / 64);
+  const int block_m = rows16.rows_per_group > 16 && rows16.items > sms ? 64 : 16;
+  const std::int64_t items = block_m == 16 ? rows16.items : decompose_work(shape, d, block_m).items;
   // The variant sets the bytes in flight: a CTA keeps stages - 1 K/V tile pairs loading,
   // 128 KiB in the one-CTA-per-SM variant (128-row tiles, 3 stages), 64 KiB in the two-CTA
   // one (64-row tiles, 3 stages), 32 KiB in the three-CTA one (64-row tiles, 2 stages). An
@@ -185,7 +177,7 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   const bool few = 2 * std::min(items, sms) <= num_sms;
   const bool dense = !margin && block_m == 16 && shape.head_dim == 128 && shape.page_size == 0 && items > sms &&
                      items <= 3 * sms;
-  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, pack, block_m, few, dense);
+  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, block_m, few, dense);
 }
 
 KernelSpec combine_spec_for(const Shape& shape) {
@@ -202,12 +194,10 @@ std::vector<KernelSpec> all_kernel_specs() {
       for (bool paged : {false, true}) {
         for (bool latency : {false, true}) {
           if (latency && d != 128) continue;  // the same tiles as the throughput variant
-          out.push_back(decode_spec(d, dt, paged, false, 16, latency));
-          out.push_back(decode_spec(d, dt, paged, true, 16, latency));
+          out.push_back(decode_spec(d, dt, paged, 16, latency));
         }
-        if (d == 128 && !paged)
-          for (bool pack : {false, true}) out.push_back(decode_spec(d, dt, paged, pack, 16, false, true));
-        out.push_back(decode_spec(d, dt, paged, true, 64, false));
+        if (d == 128 && !paged) out.push_back(decode_spec(d, dt, paged, 16, false, true));
+        out.push_back(decode_spec(d, dt, paged, 64, false));
       }
       out.push_back(combine_spec(d, dt));
     }
@@ -218,8 +208,6 @@ DecodeParams decode_params_for(const Shape& shape, const Decision& decision, con
   validate(shape, "shape");
   const Decision d = resolve(decision, shape);
   if (spec.kind != KernelKind::decode) throw InputError("decode_params_for: " + spec.name() + " is not a decode kernel");
-  if (*d.pack_gqa != spec.pack_gqa)
-    throw InputError("decode_params_for: decision pack_gqa differs from kernel " + spec.name());
   if (d.num_splits < 1 || d.num_splits > kMaxSplits)
     throw InputError("decision.num_splits: must be 1.." + std::to_string(kMaxSplits));
 
@@ -250,13 +238,13 @@ DecodeParams decode_params_for(const Shape& shape, const Decision& decision, con
   p.lse_batch_stride = static_cast<std::int64_t>(shape.h_q) * shape.seqlen_q;
   p.page_table_batch_stride = max_pages;
 
-  p.heads_per_group = spec.pack_gqa ? p.qpk : 1;
-  p.groups_per_kv_head = spec.pack_gqa ? 1 : p.qpk;
-  p.rows_per_group = p.heads_per_group * shape.seqlen_q;
-  p.m_tiles = (p.rows_per_group + spec.block_m - 1) / spec.block_m;
-  const std::int64_t items = std::int64_t{shape.batch} * shape.h_kv * d.num_splits * p.groups_per_kv_head * p.m_tiles;
-  if (items > INT_MAX) throw InputError("shape: too many work items for one launch (" + std::to_string(items) + ")");
-  p.num_work_items = static_cast<int>(items);
+  const WorkDecomposition w = decompose_work(shape, d, spec.block_m);
+  p.heads_per_group = w.heads_per_group;
+  p.groups_per_kv_head = w.groups_per_kv_head;
+  p.rows_per_group = w.rows_per_group;
+  p.m_tiles = w.m_tiles;
+  if (w.items > INT_MAX) throw InputError("shape: too many work items for one launch (" + std::to_string(w.items) + ")");
+  p.num_work_items = static_cast<int>(w.items);
 
   p.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
   p.scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)) * 1.4426950408889634);

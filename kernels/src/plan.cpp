@@ -11,16 +11,7 @@ namespace evodispatch {
 
 KernelResources builtin_kernel_resources() { return KernelResources{}; }
 
-KernelResources kernel_resources(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
-  KernelSpec decode, combine;
-  try {
-    decode = spec_for(shape, decision, hw.num_sms);
-    combine = combine_spec_for(shape);
-  } catch (const InputError&) {
-    return builtin_kernel_resources();
-  }
-  // The variants are sized for Hopper's 227 KiB per CTA; a smaller SM gets the generic kernel.
-  if (decode.smem_bytes() > sm_limits(hw.cc).max_smem_bytes_per_cta) return builtin_kernel_resources();
+KernelResources kernel_resources(const KernelSpec& decode, const KernelSpec& combine) {
   KernelResources r;
   r.threads_per_cta = decode.threads();
   r.registers_per_thread = decode.max_registers();  // what __launch_bounds__ lets ptxas use
@@ -32,7 +23,22 @@ KernelResources kernel_resources(const Shape& shape, const Decision& decision, c
   return r;
 }
 
+KernelResources kernel_resources(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
+  KernelSpec decode, combine;
+  try {
+    decode = spec_for(shape, decision, hw.num_sms);
+    combine = combine_spec_for(shape);
+  } catch (const InputError&) {
+    return builtin_kernel_resources();
+  }
+  // The variants are sized for Hopper's 227 KiB per CTA; a smaller SM gets the generic kernel.
+  if (decode.smem_bytes() > sm_limits(hw.cc).max_smem_bytes_per_cta) return builtin_kernel_resources();
+  return kernel_resources(decode, combine);
+}
+
 int grid_ctas_per_sm(int occupancy, int sm_margin) { return sm_margin > 0 ? 1 : occupancy; }
+
+bool combine_runs(int num_splits) { return num_splits > 1; }
 
 Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
   return plan(shape, decision, hw, kernel_resources(shape, decision, hw));
@@ -90,18 +96,132 @@ void check_resources(const KernelResources& r) {
   auto positive = [](int v, const char* field) {
     if (v < 1) throw InputError(std::string("kernel resources.") + field + ": must be >= 1, got " + std::to_string(v));
   };
+  auto known_or_zero = [](int v, const char* field) {
+    if (v < 0) throw InputError(std::string("kernel resources.") + field + ": must be >= 0 (0 = modelled), got " + std::to_string(v));
+  };
   positive(r.threads_per_cta, "threads_per_cta");
   positive(r.registers_per_thread, "registers_per_thread");
   positive(r.stages, "stages");
   positive(r.block_m, "block_m");
   positive(r.combine_threads_per_cta, "combine_threads_per_cta");
   positive(r.combine_rows_per_cta, "combine_rows_per_cta");
-  if (r.max_ctas_per_sm < 0)
-    throw InputError("kernel resources.max_ctas_per_sm: must be >= 0 (0 = no cap), got " +
-                     std::to_string(r.max_ctas_per_sm));
+  known_or_zero(r.ctas_per_sm, "ctas_per_sm");
+  known_or_zero(r.max_ctas_per_sm, "max_ctas_per_sm");
+  known_or_zero(r.combine_ctas_per_sm, "combine_ctas_per_sm");
+}
+
+// Splits are contiguous ranges of whole tiles, FlashAttention style: with more splits
+// than tiles the trailing splits are empty, and the last non-empty one may be short.
+void plan_splits(Plan& p) {
+  p.num_splits = p.decision.num_splits;
+  p.blocks_per_split = static_cast<int>(ceil_div(p.nblk, p.num_splits));
+  p.non_empty_splits = static_cast<int>(ceil_div(p.nblk, p.blocks_per_split));
+  p.last_split_blocks = p.nblk - (p.non_empty_splits - 1) * p.blocks_per_split;
+}
+
+// The query rows of one CTA and the work items, as the kernel decomposes the call.
+void plan_rows(Plan& p, const KernelResources& res) {
+  const WorkDecomposition w = decompose_work(p.shape, p.decision, res.block_m);
+  p.pack_gqa = *p.decision.pack_gqa;
+  p.m_tiles = w.m_tiles;
+  p.rows_per_cta = std::min(w.rows_per_group, res.block_m);
+  p.heads_per_cta =
+      p.pack_gqa ? std::min<int>(p.qpk, static_cast<int>(ceil_div(p.rows_per_cta, p.shape.seqlen_q))) : 1;
+  p.work_items = w.items;
+}
+
+// Shared memory: the variant's own, or stages of a K tile and a V tile plus one Q tile
+// (the MMA works on block_m rows even when fewer are real).
+std::int64_t smem_bytes(const Plan& p, const KernelResources& res) {
+  if (res.smem_bytes_per_cta > 0) return res.smem_bytes_per_cta;
+  const std::int64_t kv_tile = mul({p.block_n, p.shape.head_dim, dtype_bytes(p.shape.dtype)}, "tile bytes");
+  return res.stages * 2 * kv_tile + std::int64_t{res.block_m} * p.shape.head_dim * qo_bytes(p.shape.dtype);
+}
+
+// The decode kernel's CTAs per SM: the runtime's count when the resources carry one (the
+// GPU loaded the kernel, so it fits), else modelled from shared memory, registers and
+// threads; at most the cap either way.
+int decode_ctas_per_sm(const KernelResources& res, int smem, const SmLimits& sm) {
+  int per_sm = res.ctas_per_sm;
+  if (per_sm == 0) {
+    per_sm = sm.max_ctas_per_sm;
+    per_sm = std::min(per_sm, sm.smem_bytes_per_sm / (smem + sm.smem_reserved_per_cta));
+    per_sm = std::min(per_sm, sm.registers_per_sm / (res.threads_per_cta * res.registers_per_thread));
+    per_sm = std::min(per_sm, sm.max_threads_per_sm / res.threads_per_cta);
+  }
+  if (res.max_ctas_per_sm > 0) per_sm = std::min(per_sm, res.max_ctas_per_sm);
+  if (per_sm < 1)
+    throw InputError("kernel resources: " + std::to_string(res.threads_per_cta) + " threads x " +
+                     std::to_string(res.registers_per_thread) + " registers do not fit one SM");
+  return per_sm;
+}
+
+void plan_decode_kernel(Plan& p, const KernelResources& res, int cc) {
+  const SmLimits sm = sm_limits(cc);
+  const std::int64_t smem = smem_bytes(p, res);
+  if (res.ctas_per_sm == 0 && smem > sm.max_smem_bytes_per_cta)
+    throw InputError("shape.head_dim: " + std::to_string(p.shape.head_dim) + " needs " + std::to_string(smem) +
+                     " bytes of shared memory per CTA, more than the " + std::to_string(sm.max_smem_bytes_per_cta) +
+                     " a cc " + std::to_string(cc) + " SM gives one CTA");
+  p.threads_per_cta = res.threads_per_cta;
+  p.registers_per_thread = res.registers_per_thread;
+  p.smem_bytes_per_cta = static_cast<int>(smem);
+  p.ctas_per_sm = decode_ctas_per_sm(res, p.smem_bytes_per_cta, sm);
+}
+
+// The persistent decode grid on num_sms - sm_margin SMs.
+void plan_decode_grid(Plan& p) {
+  p.sms_used = p.num_sms - p.decision.sm_margin;
+  p.slots = std::int64_t{p.sms_used} * grid_ctas_per_sm(p.ctas_per_sm, p.decision.sm_margin);
+  p.grid_ctas = std::min(p.work_items, p.slots);
+  p.waves = ceil_div(p.work_items, p.slots);
+}
+
+// The combine kernel and its workspace, when the call splits: a persistent grid on the
+// decode grid's SMs.
+void plan_combine(Plan& p, const KernelResources& res, int cc, std::int64_t query_rows) {
+  p.combine = combine_runs(p.num_splits);
+  if (!p.combine) return;
+  p.combine_ctas = ceil_div(query_rows, res.combine_rows_per_cta);
+  p.combine_rows_per_cta = static_cast<int>(std::min<std::int64_t>(res.combine_rows_per_cta, query_rows));
+  p.combine_threads_per_cta = res.combine_threads_per_cta;
+  const SmLimits sm = sm_limits(cc);
+  p.combine_ctas_per_sm = res.combine_ctas_per_sm > 0
+                              ? res.combine_ctas_per_sm
+                              : std::min(sm.max_ctas_per_sm, sm.max_threads_per_sm / res.combine_threads_per_cta);
+  if (p.combine_ctas_per_sm < 1)
+    throw InputError("kernel resources: " + std::to_string(res.combine_threads_per_cta) +
+                     " combine threads do not fit one SM");
+  p.combine_slots = std::int64_t{p.sms_used} * grid_ctas_per_sm(p.combine_ctas_per_sm, p.decision.sm_margin);
+  p.combine_grid = std::min(p.combine_ctas, p.combine_slots);
+  // One fp32 row of head_dim partial outputs and one fp32 LSE per split per query row.
+  p.workspace_bytes = mul({p.num_splits, query_rows, p.shape.head_dim + 1, 4}, "workspace bytes");
+}
+
+// Each (request, KV head) streams seqlen_k rows of K and of V. A packed CTA shares that
+// stream among its query heads, but every row tile of the group reads it again; an
+// unpacked grid reads it once per query head.
+void plan_memory(Plan& p, std::int64_t query_rows) {
+  const Shape& s = p.shape;
+  p.kv_footprint_bytes = mul({2, s.batch, s.seqlen_k, s.h_kv, s.head_dim, dtype_bytes(s.dtype)}, "KV bytes");
+  p.kv_bytes_read = mul({p.kv_footprint_bytes, p.pack_gqa ? p.m_tiles : p.qpk}, "KV bytes read");
+  p.q_bytes = mul({query_rows, s.head_dim, qo_bytes(s.dtype)}, "Q bytes");
+  p.o_bytes = p.q_bytes;
 }
 
 }  // namespace
+
+WorkDecomposition decompose_work(const Shape& shape, const Decision& decision, int block_m) {
+  const Decision d = resolve(decision, shape);
+  const int qpk = shape.h_kv > 0 ? shape.h_q / shape.h_kv : 1;
+  WorkDecomposition w;
+  w.heads_per_group = *d.pack_gqa ? qpk : 1;
+  w.groups_per_kv_head = *d.pack_gqa ? 1 : qpk;
+  w.rows_per_group = w.heads_per_group * shape.seqlen_q;
+  w.m_tiles = static_cast<int>(ceil_div(w.rows_per_group, block_m));
+  w.items = mul({shape.batch, shape.h_kv, w.groups_per_kv_head, w.m_tiles, d.num_splits}, "work items");
+  return w;
+}
 
 Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw, const KernelResources& res) {
   validate(shape, "shape");
@@ -113,80 +233,18 @@ Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw, co
   p.shape = shape;
   p.decision = resolve(decision, shape);
   p.num_sms = hw.num_sms;
-
   const Features f = features(shape);
   p.qpk = f.qpk;
   p.block_n = f.block_n;
   p.nblk = f.nblk;
 
-  // Splits are contiguous ranges of whole tiles, FlashAttention style: with more splits
-  // than tiles the trailing splits are empty, and the last non-empty one may be short.
-  p.num_splits = p.decision.num_splits;
-  p.blocks_per_split = static_cast<int>(ceil_div(p.nblk, p.num_splits));
-  p.non_empty_splits = static_cast<int>(ceil_div(p.nblk, p.blocks_per_split));
-  p.last_split_blocks = p.nblk - (p.non_empty_splits - 1) * p.blocks_per_split;
-
-  p.pack_gqa = *p.decision.pack_gqa;
-  if (p.pack_gqa) {
-    const int rows = p.qpk * shape.seqlen_q;
-    p.m_tiles = static_cast<int>(ceil_div(rows, res.block_m));
-    p.rows_per_cta = std::min(rows, res.block_m);
-    p.heads_per_cta = std::min<int>(p.qpk, static_cast<int>(ceil_div(p.rows_per_cta, shape.seqlen_q)));
-  } else {
-    p.m_tiles = 1;  // seqlen_q <= 16 rows always fit one tile
-    p.rows_per_cta = shape.seqlen_q;
-    p.heads_per_cta = 1;
-  }
-  const int heads = p.pack_gqa ? shape.h_kv : shape.h_q;
-  p.work_items = mul({shape.batch, heads, p.m_tiles, p.num_splits}, "work items");
-
-  // Shared memory: stages of a K tile and a V tile, plus one Q tile (the MMA works on
-  // block_m rows even when fewer are real).
-  const std::int64_t kv_tile = mul({p.block_n, shape.head_dim, dtype_bytes(shape.dtype)}, "tile bytes");
-  const std::int64_t smem = res.smem_bytes_per_cta > 0 ? res.smem_bytes_per_cta
-                                                      : res.stages * 2 * kv_tile +
-                                                            std::int64_t{res.block_m} * shape.head_dim * qo_bytes(shape.dtype);
-  const SmLimits sm = sm_limits(hw.cc);
-  if (smem > sm.max_smem_bytes_per_cta)
-    throw InputError("shape.head_dim: " + std::to_string(shape.head_dim) + " needs " + std::to_string(smem) +
-                     " bytes of shared memory per CTA, more than the " + std::to_string(sm.max_smem_bytes_per_cta) +
-                     " a cc " + std::to_string(hw.cc) + " SM gives one CTA");
-  p.threads_per_cta = res.threads_per_cta;
-  p.registers_per_thread = res.registers_per_thread;
-  p.smem_bytes_per_cta = static_cast<int>(smem);
-  int per_sm = sm.max_ctas_per_sm;
-  per_sm = std::min<int>(per_sm, sm.smem_bytes_per_sm / (p.smem_bytes_per_cta + sm.smem_reserved_per_cta));
-  per_sm = std::min(per_sm, sm.registers_per_sm / (res.threads_per_cta * res.registers_per_thread));
-  per_sm = std::min(per_sm, sm.max_threads_per_sm / res.threads_per_cta);
-  if (res.max_ctas_per_sm > 0) per_sm = std::min(per_sm, res.max_ctas_per_sm);
-  if (per_sm < 1)
-    throw InputError("kernel resources: " + std::to_string(res.threads_per_cta) + " threads x " +
-                     std::to_string(res.registers_per_thread) + " registers do not fit one SM");
-  p.ctas_per_sm = per_sm;
-
-  p.sms_used = hw.num_sms - p.decision.sm_margin;
-  p.slots = std::int64_t{p.sms_used} * grid_ctas_per_sm(p.ctas_per_sm, p.decision.sm_margin);
-  p.grid_ctas = std::min(p.work_items, p.slots);
-  p.waves = ceil_div(p.work_items, p.slots);
-
+  plan_splits(p);
+  plan_rows(p, res);
+  plan_decode_kernel(p, res, hw.cc);
+  plan_decode_grid(p);
   const std::int64_t query_rows = mul({shape.batch, shape.seqlen_q, shape.h_q}, "query rows");
-  p.combine = p.num_splits > 1;
-  if (p.combine) {
-    p.combine_ctas = ceil_div(query_rows, res.combine_rows_per_cta);
-    p.combine_rows_per_cta = static_cast<int>(std::min<std::int64_t>(res.combine_rows_per_cta, query_rows));
-    p.combine_threads_per_cta = res.combine_threads_per_cta;
-    // One fp32 row of head_dim partial outputs and one fp32 LSE per split per query row.
-    p.workspace_bytes = mul({p.num_splits, query_rows, shape.head_dim + 1, 4}, "workspace bytes");
-  }
-
-  // Each (request, KV head) streams seqlen_k rows of K and of V. A packed CTA shares that
-  // stream among its query heads, but every row tile of the group reads it again; an
-  // unpacked grid reads it once per query head.
-  p.kv_footprint_bytes = mul({2, shape.batch, shape.seqlen_k, shape.h_kv, shape.head_dim, dtype_bytes(shape.dtype)},
-                             "KV bytes");
-  p.kv_bytes_read = mul({p.kv_footprint_bytes, p.pack_gqa ? p.m_tiles : p.qpk}, "KV bytes read");
-  p.q_bytes = mul({query_rows, shape.head_dim, qo_bytes(shape.dtype)}, "Q bytes");
-  p.o_bytes = p.q_bytes;
+  plan_combine(p, res, hw.cc, query_rows);
+  plan_memory(p, query_rows);
   return p;
 }
 
@@ -219,6 +277,9 @@ nlohmann::json to_json(const Plan& p) {
       {"combine_ctas", p.combine_ctas},
       {"combine_rows_per_cta", p.combine_rows_per_cta},
       {"combine_threads_per_cta", p.combine_threads_per_cta},
+      {"combine_ctas_per_sm", p.combine_ctas_per_sm},
+      {"combine_slots", p.combine_slots},
+      {"combine_grid", p.combine_grid},
       {"workspace_bytes", p.workspace_bytes},
       {"kv_footprint_bytes", p.kv_footprint_bytes},
       {"kv_bytes_read", p.kv_bytes_read},

@@ -127,3 +127,123 @@ TEST(GpuRunnerHost, DeviceForSpecStartsNothing) {
   EXPECT_THROW(device_for_spec("sim:nope"), InputError);
   EXPECT_THROW(device_for_spec("gpu0"), InputError);
 }
+
+namespace {
+
+// The runtime's report of a loaded kernel.
+LoadedKernelReport loaded(int ctas_per_sm, int registers = 128) {
+  LoadedKernelReport r;
+  r.ctas_per_sm = ctas_per_sm;
+  r.resources.registers = registers;
+  return r;
+}
+
+Shape cliff(int batch) {  // cliff-8k: Hq=64, Hkv=8 (8 packed rows), 8K keys
+  Shape s;
+  s.batch = batch;
+  s.seqlen_k = 8192;
+  s.h_q = 64;
+  s.h_kv = 8;
+  return s;
+}
+
+RunnerLaunch launch_of(const Shape& s, const Decision& d, const DeviceInfo& dev, const LoadedKernelReport& decode,
+                       const LoadedKernelReport& combine) {
+  RunnerLaunch l;
+  const std::string why = plan_launch(MeasureCase{s, {}}, d, dev, runner_kernels(s, d, dev), decode, combine, l);
+  EXPECT_EQ(why, "");
+  return l;
+}
+
+}  // namespace
+
+TEST(GpuRunnerHost, EveryLaunchSizeComesFromThePlan) {
+  const DeviceInfo h100 = load_sim_profile("h100-sxm").device;
+  // 272 work items: the three-CTA variant. The runtime's occupancy sizes the grid.
+  const Shape s = cliff(34);
+  const Decision d{1, true, 0};
+  const RunnerLaunch l = launch_of(s, d, h100, loaded(3, 160), {});
+  EXPECT_EQ(l.kernels.decode, spec_for(s, d, h100.num_sms));
+  EXPECT_FALSE(l.kernels.combine.has_value());
+  KernelResources res = kernel_resources(l.kernels.decode, combine_spec_for(s));
+  res.registers_per_thread = 160;
+  res.ctas_per_sm = 3;
+  EXPECT_EQ(l.plan, plan(s, d, h100, res));
+  EXPECT_EQ(l.plan.grid_ctas, 272);
+  EXPECT_EQ(l.base.num_work_items, l.plan.work_items);
+  const nlohmann::json& g = l.row_plan.at("gpu");
+  EXPECT_EQ(g.at("decode_grid"), l.plan.grid_ctas);
+  EXPECT_EQ(g.at("decode_block"), l.plan.threads_per_cta);
+  EXPECT_EQ(g.at("decode_smem_bytes"), l.plan.smem_bytes_per_cta);
+  EXPECT_EQ(g.at("decode_ctas_per_sm"), l.plan.ctas_per_sm);
+  EXPECT_EQ(g.at("decode_kernel"), l.kernels.decode.name());
+  EXPECT_EQ(g.at("work_items"), l.plan.work_items);
+  EXPECT_FALSE(g.contains("combine_grid"));
+  EXPECT_EQ(l.row_plan.at("grid_ctas"), g.at("decode_grid"));
+  EXPECT_FALSE(l.row_plan.contains("plan_error"));
+  // Two CTAs per SM: the grid follows the occupancy, not the model.
+  EXPECT_EQ(launch_of(s, d, h100, loaded(2), {}).plan.grid_ctas, 264);
+
+  // Splits and a margin: both grids on the SMs the margin leaves.
+  const Decision split{3, true, 100};
+  const RunnerLaunch m = launch_of(cliff(8), split, h100, loaded(2), loaded(6, 40));
+  ASSERT_TRUE(m.kernels.combine.has_value());
+  EXPECT_TRUE(m.plan.combine);
+  EXPECT_EQ(m.plan.grid_ctas, 32);  // 8 x 8 x 3 items, one CTA per usable SM
+  EXPECT_EQ(m.plan.combine_ctas_per_sm, 6);
+  EXPECT_EQ(m.plan.combine_grid, std::min<std::int64_t>(m.plan.combine_ctas, 32));
+  const nlohmann::json& mg = m.row_plan.at("gpu");
+  EXPECT_EQ(mg.at("combine_grid"), m.plan.combine_grid);
+  EXPECT_EQ(mg.at("combine_block"), m.plan.combine_threads_per_cta);
+  EXPECT_EQ(mg.at("combine_ctas"), m.plan.combine_ctas);
+  EXPECT_EQ(mg.at("combine_kernel"), m.kernels.combine->name());
+  EXPECT_EQ(mg.at("combine_registers"), 40);
+
+  // Per-request lengths are recorded beside the plan.
+  RunnerLaunch mixed;
+  ASSERT_EQ(plan_launch(MeasureCase{cliff(2), {5, 8192}}, d, h100, runner_kernels(cliff(2), d, h100), loaded(1), {},
+                        mixed),
+            "");
+  EXPECT_EQ(mixed.row_plan.at("seqlens").size(), 2u);
+}
+
+TEST(GpuRunnerHost, TheSimulatorPredictsFromTheSamePlan) {
+  // Given the occupancies the simulator assumes, the runner's plan is the simulator's.
+  const SimProfile prof = load_sim_profile("h100-sxm");
+  for (const Shape& s : {cliff(17), cliff(1)})
+    for (const Decision& d : {Decision{1, true, 0}, Decision{5, false, 0}, Decision{3, true, 64}}) {
+      const Plan sim = sim_plan(prof, s, d);
+      const RunnerLaunch l =
+          launch_of(s, d, prof.device, loaded(sim.ctas_per_sm, -1), loaded(prof.model.combine_ctas_per_sm));
+      EXPECT_EQ(l.plan, sim) << describe(s) << " " << describe(d);
+    }
+}
+
+TEST(GpuRunnerHost, APlanThatCannotBeMadeIsTheRowsError) {
+  // The GPU loaded the kernel: the plan's model of this SM does not get to refuse it.
+  DeviceInfo consumer = load_sim_profile("h100-sxm").device;
+  consumer.cc = 86;  // the model gives one CTA 99 KiB; the 128-row-tile variant takes more
+  const Shape s = cliff(1);
+  const Decision d{1, true, 0};
+  const RunnerKernels k = runner_kernels(s, d, consumer);
+  ASSERT_GT(k.decode.smem_bytes(), 99 * 1024);
+  RunnerLaunch l;
+  EXPECT_EQ(plan_launch(MeasureCase{s, {}}, d, consumer, k, loaded(1), {}, l), "");
+  EXPECT_EQ(l.plan.smem_bytes_per_cta, k.decode.smem_bytes());
+
+  // Without the runtime's occupancy the model decides, and refuses: the row says why.
+  const std::string why = plan_launch(MeasureCase{s, {}}, d, consumer, k, loaded(0), {}, l);
+  EXPECT_NE(why.find("no launch plan (" + k.decode.name()), std::string::npos) << why;
+  EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
+
+  // More work items than one launch counts.
+  Shape huge;
+  huge.batch = 65536;
+  huge.seqlen_k = 1;
+  huge.h_q = 4096;
+  huge.h_kv = 1024;
+  const Decision many{256, false, 0};
+  const std::string too_many = plan_launch(MeasureCase{huge, {}}, many, consumer,
+                                           runner_kernels(huge, many, consumer), loaded(1), loaded(1), l);
+  EXPECT_NE(too_many.find("too many work items"), std::string::npos) << too_many;
+}

@@ -12,10 +12,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include <evodispatch/kernels/compiler.hpp>
@@ -49,17 +52,50 @@ CompileUnit tiny_unit(std::string extra_option = "") {
 
 int max_registers(int threads) { return std::min(255, 65536 / threads); }
 
+// The machine code of each kernel of a cubin (ELF64, little-endian): the bytes of its
+// ".text.<mangled name>" section, by mangled name. Two instantiations whose template
+// arguments make no difference to the code have equal sections.
+std::map<std::string, std::string> kernel_code(const std::vector<char>& cubin) {
+  auto read = [&](std::uint64_t at, int bytes) {
+    if (at + bytes > cubin.size()) throw std::runtime_error("cubin: truncated ELF");
+    std::uint64_t v = 0;
+    std::memcpy(&v, cubin.data() + at, static_cast<std::size_t>(bytes));
+    return v;
+  };
+  if (cubin.size() < 64 || std::memcmp(cubin.data(), "\x7f" "ELF\x02", 5) != 0)
+    throw std::runtime_error("cubin: not an ELF64 file");
+  const std::uint64_t sections = read(0x28, 8), entry = read(0x3A, 2), count = read(0x3C, 2);
+  const std::uint64_t names = read(sections + read(0x3E, 2) * entry + 0x18, 8);
+  std::map<std::string, std::string> code;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t header = sections + i * entry;
+    const std::uint64_t name_at = names + read(header, 4);
+    read(name_at, 1);
+    const std::string name(cubin.data() + name_at, strnlen(cubin.data() + name_at, cubin.size() - name_at));
+    if (!name.starts_with(".text.")) continue;
+    const std::uint64_t at = read(header + 0x18, 8), size = read(header + 0x20, 8);
+    if (size > 0) read(at + size - 1, 1);
+    code[name.substr(6)] = std::string(cubin.data() + at, size);
+  }
+  return code;
+}
+
 }  // namespace
 
 TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
-  std::set<std::string> names, expressions;
+  std::set<std::string> names, expressions, units;
   for (const auto& s : all_kernel_specs()) {
     EXPECT_EQ(spec_error(s), "") << s.name();
     EXPECT_TRUE(names.insert(s.name()).second) << s.name();
     EXPECT_TRUE(expressions.insert(s.kernel_expression()).second) << s.kernel_expression();
+    // No two specs are one NVRTC unit (source, headers, options and instantiation).
+    EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  EXPECT_EQ(all_kernel_specs().size(), 54u);
+  // 18 per dtype: for D = 64 and 256, m16 and m64 per layout; for D = 128 also the
+  // 128-row-tile m16 per layout and the contiguous three-CTA variant; a combine per D.
+  // (54 while pack_gqa was a template argument that the kernel never read.)
+  EXPECT_EQ(all_kernel_specs().size(), 36u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The combine kernel holds every split's LSE of its rows in shared memory.
@@ -73,7 +109,6 @@ TEST(KernelSpecs, SpecForPicksTheRowTile) {
   s.h_kv = 8;  // qpk 4
   KernelSpec k = spec_for(s, true);
   EXPECT_EQ(k.block_m, 16);
-  EXPECT_TRUE(k.pack_gqa);
   EXPECT_FALSE(k.paged);
   EXPECT_EQ(builtin_block_n(128) % k.block_n, 0);
   s.h_q = 64;
@@ -103,7 +138,6 @@ TEST(KernelSpecs, SpecForPicksTheRowTile) {
               t.batch = batch;
               const KernelSpec k = spec_for(t, Decision{splits, pack, 0}, 132);
               EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
-              EXPECT_EQ(k.pack_gqa, pack);
             }
         }
   s.dtype = Dtype::fp8;
@@ -206,7 +240,24 @@ TEST(KernelSpecs, DecodeParamsCoverTheWork) {
   EXPECT_EQ(u.rows_per_group, 4);
   EXPECT_EQ(u.groups_per_kv_head, 7);
   EXPECT_EQ(u.num_work_items, 3 * 4 * 5 * 7);
-  EXPECT_THROW(decode_params_for(s, Decision{5, false, 0}, k), InputError);  // pack mismatch
+}
+
+TEST(KernelSpecs, OneVariantServesBothPackings) {
+  // The packing is the parameters' work decomposition, not a template argument.
+  Shape s;
+  s.seqlen_q = 2;
+  s.seqlen_k = 1000;
+  s.h_q = 32;
+  s.h_kv = 8;  // qpk 4: 8 packed rows, 2 unpacked; both fit a 16-row tile
+  const KernelSpec k = spec_for(s, true);
+  EXPECT_EQ(spec_for(s, false), k);
+  const DecodeParams packed = decode_params_for(s, Decision{1, true, 0}, k);
+  const DecodeParams unpacked = decode_params_for(s, Decision{1, false, 0}, k);
+  EXPECT_EQ(packed.heads_per_group, 4);
+  EXPECT_EQ(packed.groups_per_kv_head, 1);
+  EXPECT_EQ(unpacked.heads_per_group, 1);
+  EXPECT_EQ(unpacked.groups_per_kv_head, 4);
+  EXPECT_EQ(unpacked.num_work_items, 4 * packed.num_work_items);
 }
 
 // The CI-facing check: all variants, each exactly as the runner would build it.
@@ -247,6 +298,29 @@ TEST(KernelCompile, EveryVariantCompilesForSm90aWithinItsResources) {
   }
   std::printf("%zu variants: %.1f s wall on %u threads, %.1f s of NVRTC time\n", specs.size(), wall, workers,
               nvrtc_seconds);
+
+  // No two variants are the same machine code: NVRTC never compiles one kernel twice.
+  std::map<std::string, std::string> variant_of_code;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto code = kernel_code(results[i].cubin);
+    const auto it = code.find(results[i].lowered_names[0]);
+    ASSERT_NE(it, code.end()) << specs[i].name() << ": no code section for its kernel";
+    const auto [same, fresh] = variant_of_code.emplace(it->second, specs[i].name());
+    EXPECT_TRUE(fresh) << specs[i].name() << " compiles to the same code as " << same->second;
+  }
+}
+
+TEST(KernelCompile, KernelCodeSeesATemplateArgumentThatChangesNothing) {
+  CompileUnit u = tiny_unit();
+  u.source += "template <int N, bool UNUSED> __global__ void twice(float* p) { p[threadIdx.x] *= N; }\n";
+  u.name_expressions = {"twice<3, false>", "twice<3, true>", "twice<4, false>"};
+  const CompiledKernel k = KernelCompiler(kArch, "").compile(u);
+  ASSERT_TRUE(k.ok) << k.log;
+  const auto code = kernel_code(k.cubin);
+  const std::string& a = code.at(k.lowered_name("twice<3, false>"));
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(code.at(k.lowered_name("twice<3, true>")), a);  // what PACK_ was: one kernel, compiled twice
+  EXPECT_NE(code.at(k.lowered_name("twice<4, false>")), a);
 }
 
 TEST(KernelCompile, SecondCompileIsACacheHitWithoutNvrtc) {

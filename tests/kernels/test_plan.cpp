@@ -276,6 +276,90 @@ TEST(Plan, RealVariantResourcesComeFromTheKernelSpec) {
   EXPECT_EQ(kernel_resources(d96, splits(1), hopper()).smem_bytes_per_cta, 0);
 }
 
+TEST(Plan, TheRuntimesOccupancyIsTakenAsItIs) {
+  // 256 threads x 255 registers: the model fits one CTA per SM.
+  KernelResources heavy = builtin_kernel_resources();
+  heavy.threads_per_cta = 256;
+  heavy.registers_per_thread = 255;
+  EXPECT_EQ(plan(gqa8(64, 8192), splits(1), hopper(), heavy).ctas_per_sm, 1);
+  heavy.ctas_per_sm = 2;  // what the runtime reports for the loaded kernel
+  const Plan p = plan(gqa8(64, 8192), splits(1), hopper(), heavy);
+  EXPECT_EQ(p.ctas_per_sm, 2);
+  EXPECT_EQ(p.slots, 264);
+  EXPECT_EQ(p.grid_ctas, 264);
+  heavy.max_ctas_per_sm = 1;  // a cap bounds it either way
+  EXPECT_EQ(plan(gqa8(64, 8192), splits(1), hopper(), heavy).grid_ctas, 132);
+
+  // A tile the model says no SM of this cc holds: refused while modelled, planned once
+  // the GPU has loaded the kernel (it knows its SM better than the table).
+  DeviceInfo consumer = hopper();
+  consumer.cc = 86;  // 99 KiB per CTA
+  KernelResources big = builtin_kernel_resources();
+  big.smem_bytes_per_cta = 150 * 1024;
+  EXPECT_THROW(plan(mqa(1, 512), splits(1), consumer, big), InputError);
+  big.ctas_per_sm = 1;
+  EXPECT_EQ(plan(mqa(1, 512), splits(1), consumer, big).smem_bytes_per_cta, 150 * 1024);
+
+  KernelResources negative = builtin_kernel_resources();
+  negative.ctas_per_sm = -1;
+  EXPECT_THROW(plan(mqa(1, 512), splits(1), hopper(), negative), InputError);
+}
+
+TEST(Plan, TheCombineGridIsPersistentOnTheDecodeGridsSms) {
+  // B=8 x 64 query heads = 512 rows, 8 per combine CTA: 64 combine CTAs.
+  KernelResources r = builtin_kernel_resources();
+  r.combine_ctas_per_sm = 4;
+  const Plan p = plan(gqa8(8, 4096), splits(4), hopper(), r);
+  EXPECT_EQ(p.combine_ctas, 64);
+  EXPECT_EQ(p.combine_ctas_per_sm, 4);
+  EXPECT_EQ(p.combine_slots, 4 * 132);
+  EXPECT_EQ(p.combine_grid, 64);
+  // With a margin: one CTA per usable SM, like the decode grid.
+  const Plan m = plan(gqa8(8, 4096), splits(4, std::nullopt, 100), hopper(), r);
+  EXPECT_EQ(m.combine_slots, 32);
+  EXPECT_EQ(m.combine_grid, 32);
+  // Not reported: modelled from its threads (2048 / 128 = 16, at most 32 CTAs per SM).
+  EXPECT_EQ(generic_plan(gqa8(8, 4096), splits(4), hopper()).combine_ctas_per_sm, 16);
+  // No split, no combine.
+  const Plan one = plan(gqa8(8, 4096), splits(1), hopper(), r);
+  EXPECT_FALSE(one.combine);
+  EXPECT_EQ(one.combine_grid, 0);
+  EXPECT_EQ(one.combine_slots, 0);
+  const nlohmann::json j = to_json(p);
+  EXPECT_EQ(j.at("combine_grid"), 64);
+  EXPECT_EQ(j.at("combine_slots"), 4 * 132);
+  EXPECT_EQ(j.at("combine_ctas_per_sm"), 4);
+}
+
+TEST(Plan, WorkItemsAreTheKernelsDecomposition) {
+  // The plan, the kernel's parameters and the variant choice count work items in one place.
+  for (const Shape& s : {mqa(1, 512), gqa8(33, 8192), Shape{2, 16, 700, 128, 1, 256, Dtype::fp16, 16, true},
+                         Shape{3, 4, 1000, 28, 4, 64, Dtype::bf16, 0, true}})
+    for (const Decision& d : {splits(1), splits(3, true), splits(5, false), splits(2, true, 100)}) {
+      const KernelSpec spec = spec_for(s, d, 132);
+      const Plan p = plan(s, d, hopper());
+      const DecodeParams params = decode_params_for(s, d, spec);
+      const WorkDecomposition w = decompose_work(s, d, spec.block_m);
+      SCOPED_TRACE(describe(s) + " " + describe(d));
+      EXPECT_EQ(p.work_items, w.items);
+      EXPECT_EQ(params.num_work_items, w.items);
+      EXPECT_EQ(params.m_tiles, p.m_tiles);
+      EXPECT_EQ(params.heads_per_group * params.groups_per_kv_head, s.h_q / s.h_kv);
+      EXPECT_EQ(params.rows_per_group, w.rows_per_group);
+    }
+  // 28 heads over 4 KV heads, 4 new tokens: 28 packed rows in 16-row tiles, or 4 unpacked.
+  const Shape s{3, 4, 1000, 28, 4, 64, Dtype::bf16, 0, true};
+  const WorkDecomposition packed = decompose_work(s, splits(5, true), 16);
+  EXPECT_EQ(packed.rows_per_group, 28);
+  EXPECT_EQ(packed.m_tiles, 2);
+  EXPECT_EQ(packed.items, 3 * 4 * 2 * 5);
+  const WorkDecomposition unpacked = decompose_work(s, splits(5, false), 16);
+  EXPECT_EQ(unpacked.groups_per_kv_head, 7);
+  EXPECT_EQ(unpacked.items, 3 * 4 * 7 * 5);
+  EXPECT_TRUE(combine_runs(2));
+  EXPECT_FALSE(combine_runs(1));
+}
+
 TEST(Plan, IsPlainDeterministicData) {
   EXPECT_EQ(generic_plan(gqa8(5, 3000), splits(7, false, 3), hopper()), generic_plan(gqa8(5, 3000), splits(7, false, 3), hopper()));
 }

@@ -4,6 +4,9 @@
 // For each (shape, decision):
 //  * the decode specialisation (and the combine kernel when splits > 1) is compiled by
 //    NVRTC through the on-disk cubin cache and loaded once per process;
+//  * plan() (kernels/plan.hpp), given the loaded kernels' registers and occupancy, sizes
+//    every grid, block and shared memory of the launch (plan_launch below); a plan that
+//    cannot be made is a failed row with the reason;
 //  * inputs are seeded N(0, 1) values (the seed is a hash of the case, so a re-run draws
 //    the same numbers), paged caches get a shuffled page table;
 //  * once per (shape, decision) per process, the output (poisoned with NaN first) and
@@ -21,9 +24,13 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/evaluator/gpu_probe.hpp>
 #include <evodispatch/kernels/compiler.hpp>
+#include <evodispatch/kernels/decode_params.hpp>
+#include <evodispatch/kernels/plan.hpp>
 
 namespace evodispatch {
 
@@ -46,6 +53,39 @@ struct ReferenceRun {
   std::vector<float> out;        // [B, Lq, Hq, D]
   std::vector<float> lse;        // [B, Hq, Lq]
 };
+
+// The kernels the runner launches for a decision: spec_for's decode variant, and the
+// combine kernel when the call splits (combine_runs).
+struct RunnerKernels {
+  KernelSpec decode;
+  std::optional<KernelSpec> combine;
+};
+// Throws InputError for a shape without a kernel.
+RunnerKernels runner_kernels(const Shape&, const Decision&, const DeviceInfo&);
+
+// What the runtime reports of a loaded kernel, where the GPU knows better than the plan's
+// resource model.
+struct LoadedKernelReport {
+  ResourceReport resources;  // ptxas: registers and spills
+  int ctas_per_sm = 0;       // the occupancy at the kernel's block and shared memory
+};
+
+// One decision made ready to launch: every grid, block and shared-memory size is the
+// plan's (the runner launches nothing else), the kernel's parameters come from the same
+// work decomposition, and the row's plan is to_json(plan) with a "gpu" object of what
+// was launched (decode_kernel, decode_grid, decode_block, decode_smem_bytes, ...).
+struct RunnerLaunch {
+  Decision decision;  // resolved
+  RunnerKernels kernels;
+  Plan plan;
+  DecodeParams base{};  // without pointers (DecodeBuffers::params adds them)
+  nlohmann::json row_plan;
+};
+// The launch of `kernels` for (case, decision) with the loaded kernels' reports (`combine`
+// is read only when kernels.combine is set), into `out`. Returns "" or, when no plan can
+// be made, why: the error of the runner's failed row.
+std::string plan_launch(const MeasureCase&, const Decision&, const DeviceInfo&, const RunnerKernels& kernels,
+                        const LoadedKernelReport& decode, const LoadedKernelReport& combine, RunnerLaunch& out);
 
 // Every NVRTC unit the runner may compile for `arch`: the decode family and the runner's
 // own kernels. Compiling them ahead (any machine, no GPU) fills the cubin cache.

@@ -42,7 +42,7 @@ struct SimModel {
   double tile_us = 0.4;                   // compute per KV tile (MMA, softmax), overlapped with loads
   double combine_cta_us = 0.8;            // fixed cost of one combine CTA
   double combine_split_row_us = 0.005;    // merging one split's partial of one query row
-  int combine_ctas_per_sm = 8;
+  int combine_ctas_per_sm = 8;            // the combine kernel's occupancy (the plan's combine_slots)
   int max_ctas_per_sm = 0;                // caps the kernel's occupancy (0 = the plan's own)
   bool operator==(const SimModel&) const = default;
 };
@@ -71,7 +71,7 @@ std::vector<std::string> sim_profile_names();
 std::string profile_hash(const SimProfile&);
 
 // The resources of the kernel variant the GPU would run for (s, d), with the profile's
-// occupancy cap applied.
+// occupancy cap applied and its combine occupancy (the plan's combine grid).
 KernelResources sim_kernel_resources(const SimProfile&, const Shape& s, const Decision& d);
 // plan() on the profile's device with sim_kernel_resources().
 Plan sim_plan(const SimProfile&, const Shape&, const Decision&);

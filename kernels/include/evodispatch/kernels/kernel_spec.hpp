@@ -18,9 +18,10 @@ struct KernelSpec {
   KernelKind kind = KernelKind::decode;
   int head_dim = 128;      // 64, 128 or 256
   Dtype dtype = Dtype::bf16;
-  // Decode only (a combine spec leaves them at these defaults).
+  // Decode only (a combine spec leaves them at these defaults). Packing the GQA group is
+  // no template argument: the kernel takes its head groups from DecodeParams, so one
+  // variant serves both pack_gqa values.
   bool paged = false;
-  bool pack_gqa = false;
   int block_m = 16;        // query rows per CTA = 16 * warps_m
   int block_n = 64;        // KV rows per pipeline tile; divides the split block, builtin_block_n(head_dim)
   int warps_m = 1;         // warps along the query rows (16 rows each)
@@ -38,7 +39,7 @@ struct KernelSpec {
   // The registers per thread ptxas may use: 255, or less where min_ctas_per_sm asks.
   int max_registers() const;
 
-  // e.g. "decode_d128_bf16_contig_pack_m16n128_w1x4_s3", "combine_d128_bf16".
+  // e.g. "decode_d128_bf16_contig_m16n128_w1x4_s3", "combine_d128_bf16".
   std::string name() const;
   // The template instantiation, as NVRTC's name expression (and lowered-name lookup) wants it.
   std::string kernel_expression() const;
@@ -71,16 +72,17 @@ KernelSpec spec_for(const Shape&, bool pack_gqa);
 KernelSpec spec_for(const Shape&, const Decision&, int num_sms);
 KernelSpec combine_spec_for(const Shape&);
 
-// Every specialisation the runner may need: decode for each head_dim x dtype x layout x
-// (unpacked m16, packed m16, packed m64), plus the 128-row-tile m16 variants at D = 128,
-// and combine for each head_dim x dtype.
+// Every specialisation the runner may need, each once: decode for each head_dim x dtype x
+// layout x (m16, m64), plus the 128-row-tile m16 variants and the contiguous three-CTA
+// one at D = 128, and combine for each head_dim x dtype.
 std::vector<KernelSpec> all_kernel_specs();
 
 // The launch-independent part of the parameters for a dense call: dimensions, the work
 // decomposition and the strides of dense q/out [B, Lq, Hq, D], k/v [B, Lk_max, Hkv, D]
 // (contiguous, lk_max = shape.seqlen_k) or [num_pages, page_size, Hkv, D] (paged), page
 // table [B, max_pages] and lse [B, Hq, Lq]. Pointers are left null for the caller.
-// `decision` is resolved first (pack_gqa default); its pack_gqa must match `spec`.
+// `decision` is resolved first (pack_gqa default); the work decomposition is
+// decompose_work(shape, decision, spec.block_m) (plan.hpp).
 DecodeParams decode_params_for(const Shape&, const Decision&, const KernelSpec&, int max_pages = 0);
 
 // Workspace of a split call: fp32 partial O and LSE, dense, per DecodeParams' comments.

@@ -8,27 +8,38 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <evodispatch/heuristics/contract.hpp>
+#include <evodispatch/kernels/kernel_spec.hpp>
 
 namespace evodispatch {
 
-// What the decode kernel asks of an SM: the ONLY kernel-specific numbers of the plan.
-// kernel_resources() takes them from the kernel variant the GPU runner launches for the
-// (shape, decision) (kernel_spec.hpp), so the simulator plans the kernel that runs.
+// What the decode and combine kernels ask of an SM: the ONLY kernel-specific numbers of
+// the plan. kernel_resources() takes them from the kernel variants the GPU runner launches
+// for the (shape, decision) (kernel_spec.hpp), so the simulator plans the kernels that run.
+// Where the GPU knows better than the plan's model (the occupancy of a loaded kernel), the
+// runner passes what the runtime reports.
 struct KernelResources {
   int threads_per_cta = 128;        // 4 warps
   int registers_per_thread = 128;
   int stages = 2;                   // K/V tiles in flight
   int block_m = 64;                 // query rows per CTA when a packed GQA group is tiled
   int smem_bytes_per_cta = 0;       // the variant's dynamic shared memory; 0: estimate from the tiles
-  int max_ctas_per_sm = 0;          // extra occupancy cap (0 = the hardware's); the simulator sets it
+  // The decode kernel's CTAs per SM as the runtime reports them for the loaded kernel; 0:
+  // modelled from the fields above and the SM's limits.
+  int ctas_per_sm = 0;
+  int max_ctas_per_sm = 0;          // extra occupancy cap (0 = none); the simulator's profile sets it
   int combine_threads_per_cta = 128;
   int combine_rows_per_cta = 8;     // query rows merged by one combine CTA
+  // The combine kernel's CTAs per SM: the runtime's count on a GPU, the profile's in the
+  // simulator; 0: modelled from its threads.
+  int combine_ctas_per_sm = 0;
 };
 // A generic kernel, for shapes the built-in kernels do not cover (fp8, other head dims).
 KernelResources builtin_kernel_resources();
-// The resources of the variant spec_for(shape, decision, SMs) and its combine kernel;
-// registers at the launch bound's worst case (255). Falls back to the generic kernel for
-// shapes without a variant.
+// The resources a decode variant and its combine kernel state; registers at the launch
+// bound's worst case (the runner replaces them, and the occupancies, with the GPU's).
+KernelResources kernel_resources(const KernelSpec& decode, const KernelSpec& combine);
+// The resources of the variant spec_for(shape, decision, SMs) and its combine kernel.
+// Falls back to the generic kernel for shapes without a variant.
 KernelResources kernel_resources(const Shape&, const Decision&, const DeviceInfo&);
 
 // What one SM offers, by compute capability (the SM's shared memory, registers, ...).
@@ -83,11 +94,14 @@ struct Plan {
   std::int64_t grid_ctas = 0;  // min(work_items, slots)
   std::int64_t waves = 0;      // ceil(work_items / slots)
 
-  // Combine kernel: runs iff num_splits > 1.
+  // Combine kernel: runs iff combine_runs(num_splits); its persistent grid on the same SMs.
   bool combine = false;
   std::int64_t combine_ctas = 0;
   int combine_rows_per_cta = 0;  // query rows one combine CTA merges (the last may have fewer)
   int combine_threads_per_cta = 0;
+  int combine_ctas_per_sm = 0;
+  std::int64_t combine_slots = 0;  // sms_used * grid_ctas_per_sm(combine_ctas_per_sm, sm_margin)
+  std::int64_t combine_grid = 0;   // min(combine_ctas, combine_slots)
 
   // Memory.
   std::int64_t workspace_bytes = 0;  // fp32 O partials + fp32 LSE per split per query row
@@ -106,8 +120,29 @@ struct Plan {
 // A grid of at most SMs - margin CTAs runs on at most SMs - margin SMs.
 int grid_ctas_per_sm(int occupancy, int sm_margin);
 
+// Whether a call of `num_splits` splits runs the combine kernel after the decode kernel.
+bool combine_runs(int num_splits);
+
+// How the decode kernel's work items cover a call (DecodeParams' work decomposition): a
+// head group is the query heads one CTA serves (all qpk of a KV head when packed, one
+// otherwise), its rows are tiled by block_m. Device-independent; the decision's pack_gqa
+// default applies.
+struct WorkDecomposition {
+  int heads_per_group = 1;
+  int groups_per_kv_head = 1;
+  int rows_per_group = 1;
+  int m_tiles = 1;
+  std::int64_t items = 0;  // batch * h_kv * groups_per_kv_head * m_tiles * num_splits
+};
+// Throws InputError when the item count overflows.
+WorkDecomposition decompose_work(const Shape&, const Decision&, int block_m);
+
+// Everything a launch needs, from one place: the GPU runner launches exactly these grids,
+// blocks and shared memory, the simulator predicts from the same plan. Occupancies the
+// resources carry (the runtime's) are taken as they are; otherwise they are modelled.
 // Throws InputError naming the field when the shape, the decision or the device is not
-// valid, or when the kernel cannot be configured (a tile too large for shared memory).
+// valid, or when the modelled kernel cannot be configured (a tile too large for shared
+// memory).
 Plan plan(const Shape&, const Decision&, const DeviceInfo&, const KernelResources& resources);
 // The plan of the built-in kernel variant: plan(s, d, hw, kernel_resources(s, d, hw)).
 Plan plan(const Shape&, const Decision&, const DeviceInfo&);
