@@ -229,17 +229,9 @@ Finalist FinalPhase::measure_validation(Finalist f, const Program& p, const Chec
     f.geomean = fit.geomean;
     f.worst = fit.worst;
     f.oracle_fraction = fit.oracle_fraction;
-    if (fit.ok) {
-      f.worst_shape = e_.shape_at(validation, fit.worst_index);
-      e.fitness = fit.geomean;
-      e.worst_speedup = fit.worst;
-      e.oracle_fraction = fit.oracle_fraction;
-    }
-    EvaluationDetails d;
-    d.score = fit.score;
-    d.feasible = fit.feasible;
-    d.speedups = fit.speedups;
-    d.worst_shape = f.worst_shape;
+    const EvaluationDetails d = e_.scored_details(fit, validation);
+    f.worst_shape = d.worst_shape;
+    set_figures(e, fit);
     e.details = to_json(d);
   }
   e.ok = f.usable();

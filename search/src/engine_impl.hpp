@@ -18,6 +18,7 @@
 #include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/results/database.hpp>
+#include <evodispatch/results/programs.hpp>
 #include <evodispatch/search/archive.hpp>
 #include <evodispatch/search/checker.hpp>
 #include <evodispatch/search/config.hpp>
@@ -30,11 +31,12 @@
 #include <evodispatch/search/rng.hpp>
 #include <evodispatch/search/split.hpp>
 
-namespace evodispatch::results {
-struct ProgramRecord;
-}
 
 namespace evodispatch::search {
+
+// The figures of a fitness (geomean, worst, oracle fraction) on its evaluation row, when
+// every shape was measured.
+void set_figures(results::EvaluationRecord&, const Fitness&);
 
 // Fills the program part of a row: its source with the base policy apart (stored once per
 // run, results::ProgramRecord::base) and its rule list.
@@ -211,6 +213,12 @@ struct SearchEngine::Impl {
   void measure_training(std::vector<Outcome>&, const std::vector<std::size_t>& alive);
   // Inside the step's transaction: one candidate's program and evaluation rows; its id.
   std::int64_t commit(const Candidate&, const Outcome&, Admission);
+  results::ProgramRecord program_row(const Candidate&) const;
+  Record record_of(const Candidate&, std::int64_t id);
+  results::EvaluationRecord train_row(std::int64_t program, const std::string& stage) const;
+  results::EvaluationRecord score(Record&, const Fitness&, Admission) const;
+  // The details every scored row carries; split_shapes: the split the fitness was taken on.
+  EvaluationDetails scored_details(const Fitness&, const std::vector<int>& split_shapes) const;
   void offer(std::int64_t id, int island, Admission, bool& improved);
   void end_step(bool improved, std::int64_t added);
 

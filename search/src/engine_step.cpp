@@ -307,6 +307,38 @@ void SearchEngine::Impl::measure_training(std::vector<Outcome>& outcomes, const 
 }
 
 std::int64_t SearchEngine::Impl::commit(const Candidate& c, const Outcome& o, Admission admission) {
+  const auto ins = results::Programs(*db).insert(program_row(c));
+  if (!ins.inserted) return 0;
+  Record rec = record_of(c, ins.id);
+  results::Evaluations evaluations(*db);
+  if (o.estimate) {
+    rec.estimate_score = o.estimate->score;
+    auto e = train_row(rec.id, "estimate");
+    e.ok = o.stage != "estimate";
+    e.error = o.stage == "estimate" ? o.error : o.estimate->error;
+    set_figures(e, *o.estimate);
+    EvaluationDetails d;
+    d.score = o.estimate->score;
+    d.device = estimate_evaluator->fingerprint();
+    d.repair = admission == Admission::repair;
+    e.details = to_json(d);
+    evaluations.insert(e);
+  }
+  if (o.stage == "sandbox") {
+    auto e = train_row(rec.id, "sandbox");
+    e.error = o.error;
+    evaluations.insert(e);
+    ++counters.failures;
+  } else if (o.fitness) {
+    evaluations.insert(score(rec, *o.fitness, admission));
+  }
+  hashes.insert(rec.hash);
+  records.emplace(rec.id, std::move(rec));
+  ++counters.evaluations;
+  return ins.id;
+}
+
+results::ProgramRecord SearchEngine::Impl::program_row(const Candidate& c) const {
   results::ProgramRecord pr;
   pr.run_id = run_id;
   pr.hash = c.hash;
@@ -320,11 +352,12 @@ std::int64_t SearchEngine::Impl::commit(const Candidate& c, const Outcome& o, Ad
     pr.source = c.failed_source;
     pr.rules = nullptr;
   }
-  const auto ins = results::Programs(*db).insert(pr);
-  if (!ins.inserted) return 0;
+  return pr;
+}
 
+Record SearchEngine::Impl::record_of(const Candidate& c, std::int64_t id) {
   Record rec;
-  rec.id = ins.id;
+  rec.id = id;
   rec.hash = c.hash;
   rec.origin = c.origin;
   rec.island = c.island;
@@ -336,71 +369,57 @@ std::int64_t SearchEngine::Impl::commit(const Candidate& c, const Outcome& o, Ad
     rec.base_key = c.base_key;
     bases.try_emplace(c.base_key, c.program.base_source);
   }
-  results::Evaluations evaluations(*db);
-  auto row = [&](const std::string& stage) {
-    results::EvaluationRecord e;
-    e.program_id = rec.id;
-    e.split = results::Split::train;
-    e.stage = stage;
-    e.shapes = static_cast<int>(split.train.size());
-    return e;
-  };
-  if (o.estimate) {
-    rec.estimate_score = o.estimate->score;
-    auto e = row("estimate");
-    e.ok = o.stage != "estimate";
-    e.error = o.stage == "estimate" ? o.error : o.estimate->error;
-    if (o.estimate->ok) {
-      e.fitness = o.estimate->geomean;
-      e.worst_speedup = o.estimate->worst;
-    }
-    EvaluationDetails d;
-    d.score = o.estimate->score;
-    d.device = estimate_evaluator->fingerprint();
-    d.repair = admission == Admission::repair;
-    e.details = to_json(d);
-    evaluations.insert(e);
+  return rec;
+}
+
+results::EvaluationRecord SearchEngine::Impl::train_row(std::int64_t program, const std::string& stage) const {
+  results::EvaluationRecord e;
+  e.program_id = program;
+  e.split = results::Split::train;
+  e.stage = stage;
+  e.shapes = static_cast<int>(split.train.size());
+  return e;
+}
+
+// The training score on the record, its MAP-Elites cell (a repaired program joins no
+// archive), and the evaluation row that stores both.
+results::EvaluationRecord SearchEngine::Impl::score(Record& rec, const Fitness& f, Admission admission) const {
+  rec.scored = true;
+  rec.feasible = f.feasible;
+  rec.score = f.score;
+  rec.geomean = f.geomean;
+  rec.worst = f.worst;
+  rec.oracle_fraction = f.oracle_fraction;
+  rec.speedups = f.speedups;
+  EvaluationDetails d = scored_details(f, split.train);
+  if (admission != Admission::repair) {
+    d.region = f.ok ? cells->region_of_program(f.speedups, train_regions) : cells->regions();
+    if (f.ok) rec.cell = cells->cell(static_cast<int>(rec.rules.size()), *d.region);
   }
-  if (o.stage == "sandbox") {
-    auto e = row("sandbox");
-    e.error = o.error;
-    evaluations.insert(e);
-    ++counters.failures;
-  } else if (o.fitness) {
-    const Fitness& f = *o.fitness;
-    rec.scored = true;
-    rec.feasible = f.feasible;
-    rec.score = f.score;
-    rec.geomean = f.geomean;
-    rec.worst = f.worst;
-    rec.oracle_fraction = f.oracle_fraction;
-    rec.speedups = f.speedups;
-    EvaluationDetails d;
-    if (admission != Admission::repair) {
-      d.region = f.ok ? cells->region_of_program(f.speedups, train_regions) : cells->regions();
-      if (f.ok) rec.cell = cells->cell(static_cast<int>(rec.rules.size()), *d.region);
-    }
-    d.cell = rec.cell;
-    d.score = f.score;
-    d.feasible = f.feasible;
-    d.below_floor = f.below_floor;
-    d.speedups = f.speedups;
-    if (f.ok) d.worst_shape = shape_at(split.train, f.worst_index);
-    auto e = row("measured");
-    e.ok = f.feasible;
-    e.error = f.error;
-    if (f.ok) {
-      e.fitness = f.geomean;
-      e.worst_speedup = f.worst;
-      e.oracle_fraction = f.oracle_fraction;
-    }
-    e.details = to_json(d);
-    evaluations.insert(e);
-  }
-  hashes.insert(rec.hash);
-  records.emplace(rec.id, std::move(rec));
-  ++counters.evaluations;
-  return ins.id;
+  d.cell = rec.cell;
+  d.below_floor = f.below_floor;
+  auto e = train_row(rec.id, "measured");
+  e.ok = f.feasible;
+  e.error = f.error;
+  set_figures(e, f);
+  e.details = to_json(d);
+  return e;
+}
+
+EvaluationDetails SearchEngine::Impl::scored_details(const Fitness& f, const std::vector<int>& split_shapes) const {
+  EvaluationDetails d;
+  d.score = f.score;
+  d.feasible = f.feasible;
+  d.speedups = f.speedups;
+  if (f.ok) d.worst_shape = shape_at(split_shapes, f.worst_index);
+  return d;
+}
+
+void set_figures(results::EvaluationRecord& e, const Fitness& f) {
+  if (!f.ok) return;
+  e.fitness = f.geomean;
+  e.worst_speedup = f.worst;
+  e.oracle_fraction = f.oracle_fraction;
 }
 
 // A scored program with a cell enters its island's archive (the seed: every island's),
