@@ -79,8 +79,14 @@ class SearchProgress {
   void update(const search::SearchStatus& s) {
     const auto now = std::chrono::steady_clock::now();
     const bool final = s.phase == "done";
-    if (!final && now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(10'000))) return;
+    // A new phase or setup task always shows (a log must say when setup ended); counts
+    // within one are rate-limited.
+    const bool news = s.phase != last_phase_ || s.message != last_message_;
+    if (!final && !news && now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(10'000)))
+      return;
     last_ = now;
+    last_phase_ = s.phase;
+    last_message_ = s.message;
     std::string line = "search run " + std::to_string(s.run_id) + " " + s.phase;
     if (s.phase == "setup") {
       line += ": " + s.message;
@@ -95,6 +101,7 @@ class SearchProgress {
       }
       line += " | " + std::to_string(s.duplicates) + " dup, " + std::to_string(s.failures) + " failed";
     } else {
+      if (!s.message.empty()) line += " " + s.message;
       line += " " + std::to_string(s.done + 1) + "/" + std::to_string(s.total);
     }
     line += " | " + clock_text(s.elapsed_s);
@@ -117,6 +124,7 @@ class SearchProgress {
   bool tty_;
   bool drew_ = false;
   std::chrono::steady_clock::time_point last_{};
+  std::string last_phase_, last_message_;
 };
 
 std::string shape_text(const nlohmann::json& j) {
