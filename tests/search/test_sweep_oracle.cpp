@@ -90,3 +90,19 @@ TEST(Sweep, BatchCurveFindsTheWaveCliff) {
   ASSERT_GE(dense.worst, 0);
   EXPECT_LT(*dense.points[dense.worst].excess, 0.01) << describe(dense.points[dense.worst].shape);
 }
+
+TEST(Oracle, HoldsTheBaselinesDecisionWhenItsSpaceMissesIt) {
+  auto db = results::Database::open(":memory:");
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  StoredEvaluator stored(db, sim, TimingOptions{});
+  auto eight = make_policy("fixed:8");
+  Workload w;
+  w.shapes = {shape(1, 8192)};  // one CTA for 64 heads of one KV head: 8 splits beat 1 by far
+  DecisionSpace space;
+  space.splits = {1};  // a space without the baseline's decision
+  const BenchReport r = run_oracle_bench(space, eight.get(), w, stored);
+  ASSERT_EQ(r.rows.size(), 1u);
+  ASSERT_TRUE(r.rows[0].speedup);
+  EXPECT_EQ(r.rows[0].candidate.decision.num_splits, 8);
+  EXPECT_DOUBLE_EQ(*r.rows[0].speedup, 1.0);
+}

@@ -25,7 +25,8 @@ struct DecisionSpace {
 
 // For every shape, every decision of `space` measured through the store; the row's
 // candidate is the fastest (ties: the first in the space's order), compared with
-// `baseline` when given.
+// `baseline` when given. The baseline's own decision counts as one of the space's (after
+// the others), so the oracle's speedup over the baseline is never below 1.
 BenchReport run_oracle_bench(const DecisionSpace& space, Policy* baseline, const Workload& workload,
                              StoredEvaluator& evaluator,
                              const std::function<void(std::size_t, std::size_t)>& progress = {},
