@@ -14,6 +14,8 @@
 #include <evodispatch/heuristics/embedded.hpp>
 #include <evodispatch/heuristics/json_reader.hpp>
 
+#include "workload_json.hpp"
+
 namespace evodispatch::embedded {
 std::span<const EmbeddedFile> workload_files();  // evaluator/workloads/*.json, by cmake/Modules.cmake
 }
@@ -26,7 +28,13 @@ namespace {
 constexpr std::int64_t kMaxListValues = 1 << 20;
 constexpr std::int64_t kMaxShapes = 1 << 20;
 
-std::string index_path(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+}  // namespace
+
+namespace workload_json {
+
+std::string index_path(const std::string& path, std::size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+namespace {
 
 // {"from": A, "to": B[, "step": S | "times": F]} as the list of its values.
 std::vector<std::int64_t> range_values(const nlohmann::json& j, const std::string& path) {
@@ -59,6 +67,8 @@ std::vector<std::int64_t> range_values(const nlohmann::json& j, const std::strin
   return out;
 }
 
+}  // namespace
+
 // A list of integers written as one number, an array or a range.
 std::vector<std::int64_t> integer_list(const nlohmann::json& j, const std::string& path) {
   if (j.is_array()) {
@@ -77,6 +87,14 @@ std::string checked_dtype(const nlohmann::json& v, const std::string& path) {
   if (!parse_dtype(s)) throw InputError(path + ": must be \"bf16\", \"fp16\" or \"fp8\", got \"" + s + "\"");
   return s;
 }
+
+}  // namespace workload_json
+
+namespace {
+
+using workload_json::checked_dtype;
+using workload_json::index_path;
+using workload_json::integer_list;
 
 bool checked_bool(const nlohmann::json& v, const std::string& path) {
   if (!v.is_boolean()) throw InputError(path + ": expected true or false, got " + json_kind(v));
@@ -191,6 +209,15 @@ std::vector<int> read_sweep(const nlohmann::json& j, const std::string& path) {
   return out;
 }
 
+// The domain's own sample, after the listed shapes and distinct from them.
+void append_domain_sample(const Domain& domain, std::vector<Shape>& shapes) {
+  try {
+    for (const auto& s : sample_domain(domain, domain.samples, domain.seed, shapes)) shapes.push_back(s);
+  } catch (const InputError& e) {
+    throw InputError(std::string("$.domain.samples: ") + e.what());
+  }
+}
+
 Workload read_workload(const nlohmann::json& j, const std::string& default_name) {
   JsonReader r(j, "$");
   Workload w;
@@ -213,16 +240,35 @@ Workload read_workload(const nlohmann::json& j, const std::string& default_name)
     }
   }
   if (const auto* sweep = r.member("sweep")) w.split_sweep = read_sweep(*sweep, r.path_of("sweep"));
+  if (const auto* domain = r.member("domain")) w.domain = domain_from_json(*domain, r.path_of("domain"));
   r.finish();
 
   std::set<std::string> seen;  // stable de-duplication: the first occurrence keeps its place
   for (const auto& s : all)
     if (seen.insert(to_json(s).dump()).second) w.shapes.push_back(s);
+  if (w.domain) append_domain_sample(*w.domain, w.shapes);
   if (w.shapes.empty()) throw InputError("$: no shapes (give \"shapes\" or \"products\")");
   return w;
 }
 
 std::string stem_of(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+// "a, b; domains: c, d": the shape lists, then the domains (told apart by their "domain"
+// member, without drawing their samples).
+std::string shipped_names_by_kind() {
+  std::vector<std::string> lists, domains;
+  for (const auto& f : embedded::workload_files()) {
+    const bool domain = parse_json_text(f.text, std::string(f.name)).contains("domain");
+    (domain ? domains : lists).push_back(stem_of(std::string(f.name)));
+  }
+  auto joined = [](std::vector<std::string> names) {
+    std::sort(names.begin(), names.end());
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  return joined(lists) + (domains.empty() ? "" : "; domains: " + joined(domains));
+}
 
 }  // namespace
 
@@ -281,9 +327,8 @@ Workload load_workload(std::string_view name_or_path) {
     return parse_workload(f->text, "workloads/" + std::string(f->name), arg);
   std::error_code ec;
   if (std::filesystem::exists(arg, ec)) return parse_workload(read_text_file(arg), arg, stem_of(arg));
-  std::string names;
-  for (const auto& n : workload_names()) names += (names.empty() ? "" : ", ") + n;
-  throw InputError("unknown workload \"" + arg + "\": not a shipped workload (" + names + ") and no such file");
+  throw InputError("unknown workload \"" + arg + "\": not a shipped workload (" + shipped_names_by_kind() +
+                   ") and no such file");
 }
 
 }  // namespace evodispatch
