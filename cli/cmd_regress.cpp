@@ -23,6 +23,9 @@ struct RegressCliOptions : CommonOptions {
   std::string heuristic;
   std::string baseline = "fa3";
   std::string workload = "paper-safety-160";
+  std::string domain;
+  int domain_samples = 200;
+  std::uint64_t domain_seed = 3;
   double floor = 0.99;
   int pairs = 30;
   std::string l2 = "cold";
@@ -81,7 +84,11 @@ void print_summary(const RegressReport& r) {
 int regress(const RegressCliOptions& o) {
   const RegressOptions options = regress_options(o);
   const DistilledHeuristic heuristic = load_distilled(o.heuristic);
-  const Workload workload = load_workload(o.workload);
+  if (!o.domain.empty() && o.domain_samples < 1) throw UsageError("--domain-samples: must be >= 1");
+  std::optional<Workload> domain;
+  if (!o.domain.empty()) domain = load_workload(o.domain);
+  const Workload workload = regression_matrix(load_workload(o.workload), domain ? &*domain : nullptr,
+                                              static_cast<std::size_t>(o.domain_samples), o.domain_seed);
   auto baseline = make_policy(o.baseline);
 
   nlohmann::json config = {{"heuristic", o.heuristic}, {"baseline", o.baseline}, {"workload", workload.name},
@@ -122,6 +129,10 @@ void add_regress(CLI::App& app, Action& action) {
   verb->add_option("--heuristic", o->heuristic, "DIR/heuristic.json written by distill")->required();
   verb->add_option("--baseline", o->baseline, "the policy to hold it to")->capture_default_str();
   verb->add_option("--workload", o->workload, "shipped workload name or JSON file")->capture_default_str();
+  verb->add_option("--domain", o->domain,
+                   "also a fresh sample of this domain (models-decode, ...), none of the workload's shapes");
+  verb->add_option("--domain-samples", o->domain_samples, "shapes drawn from --domain")->capture_default_str();
+  verb->add_option("--domain-seed", o->domain_seed, "the seed of that sample")->capture_default_str();
   verb->add_option("--floor", o->floor, "fail when a shape's speedup is confirmed below this")->capture_default_str();
   verb->add_option("--pairs", o->pairs, "interleaved pairs per comparison")->capture_default_str();
   verb->add_option("--l2", o->l2, "cold (default) or hot")->capture_default_str();

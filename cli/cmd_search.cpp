@@ -151,13 +151,29 @@ void print_split(const char* label, const nlohmann::json& f, const nlohmann::jso
 
 std::string time_split(const nlohmann::json& s);
 
+// The test split: fresh shapes that selected nothing, the winner (or the baseline kept)
+// measured on them.
+void print_test(const nlohmann::json& t, bool no_winner) {
+  if (!t.is_object()) return;
+  if (t.contains("error") && !t.contains("geomean")) {
+    std::cout << "    test        " << t["error"].get<std::string>() << "\n";
+    return;
+  }
+  print_split(no_winner ? "test (base)" : "test", t, t.value("oracle_geomean", nlohmann::json()));
+  int confirmed = 0;
+  for (const auto& u : t["under_floor"]) confirmed += u.value("confirmed_under_floor", false) ? 1 : 0;
+  std::cout << "                fresh shapes of " << t.value("workload", std::string()) << ": "
+            << t.value("below_floor", 0) << " under the floor, " << confirmed << " confirmed when re-measured\n";
+}
+
 void print_summary(const nlohmann::json& s, const std::string& program_file) {
   const auto& oracle = s["oracle"];
   std::cout << "search run " << s["run_id"] << " on " << s.value("device", std::string()) << " ("
             << s.value("workers", 1) << " worker" << (s.value("workers", 1) == 1 ? "" : "s") << "), workload "
             << s.value("workload", std::string()) << " (" << s["shapes"]["train"] << " training, "
-            << s["shapes"]["validation"] << " validation shapes), baseline " << s.value("baseline", std::string())
-            << "\n";
+            << s["shapes"]["validation"] << " validation"
+            << (s["shapes"].value("test", 0) ? ", " + std::to_string(s["shapes"]["test"].get<int>()) + " test" : "")
+            << " shapes), baseline " << s.value("baseline", std::string()) << "\n";
   std::cout << "  stopped by " << s.value("stop_reason", std::string()) << " after " << s["evaluations"]
             << " programs in " << s["steps"] << " steps (" << time_split(s) << "); " << s["duplicates"]
             << " duplicates skipped, " << s["failures"] << " failed, " << s["measurements_taken"]
@@ -180,6 +196,7 @@ void print_summary(const nlohmann::json& s, const std::string& program_file) {
                 << " shapes where it differs from the baseline\n";
     }
   }
+  print_test(s.value("test", nlohmann::json()), w.is_null());
   std::cout << "  database: " << s.value("database", std::string()) << " (run " << s["run_id"] << ")\n";
   if (w.is_null()) return;
   if (!program_file.empty()) std::cout << "  full program (rules and base): " << program_file << "\n";

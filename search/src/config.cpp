@@ -384,8 +384,15 @@ std::vector<Field> declare_fields() {
       integer(CONFIG_MEMBER(final.confirm_pairs), {1, 1000},
               "interleaved candidate / baseline pairs per shape in that confirmation"),
 
+      text(CONFIG_MEMBER(test.workload),
+           "the domain the test split is drawn from (a shipped domain or a file); empty: the run's workload when "
+           "it is a domain, else no test split"),
+      integer(CONFIG_MEMBER(test.samples), {0, 100000}, "fresh shapes in the test split (0: none)"),
+      integer(CONFIG_MEMBER(test.seed), non_negative, "the test sample's seed, apart from the run's and the split's"),
+
       integer(CONFIG_MEMBER(stop.max_evaluations), non_negative, "programs scored (0: no limit)"),
-      real(CONFIG_MEMBER(stop.minutes), {0, 1e7}, "wall time over all sessions (0: no limit)"),
+      real(CONFIG_MEMBER(stop.minutes), {0, 1e7},
+           "search time over all sessions, setup not counted (0: no limit)"),
       real(CONFIG_MEMBER(stop.target_fitness), weight, "the training geomean that ends the search (0: none)"),
       integer(CONFIG_MEMBER(stop.stagnation_steps), {0, 1 << 30}, "steps without a better training score (0: never)"),
 

@@ -70,7 +70,8 @@ std::unique_ptr<SearchEngine> SearchEngine::start(results::Database& db, SearchC
                                {"device", impl->options.device_spec},
                                {"workers", impl->options.evaluators.size()},
                                {"baseline_source", policy_source(c.baseline)},
-                               {"seed_source", policy_source(seed_spec)}};
+                               {"seed_source", policy_source(seed_spec)},
+                               {"test", draw_test_split(c, workload)}};
   nlohmann::json spec = {{"name", workload.name}, {"shapes", nlohmann::json::array()}};
   for (const auto& s : workload.shapes) spec["shapes"].push_back(to_json(s));
 
@@ -176,6 +177,7 @@ void SearchEngine::Impl::prepare() {
   baseline_source = run->config.value("baseline_source", std::string());
   if (baseline_source.empty()) baseline_source = policy_source(baseline_name);
   load_workload();
+  load_test_split(run->config.value("test", nlohmann::json()));
   split = split_shapes(workload.shapes, config.split.validation_fraction, config.split.seed);
 
   Evaluator& ev = *options.evaluators.front();

@@ -163,6 +163,8 @@ nlohmann::json FinalPhase::run() {
   const auto winner = pick_winner(order);
 
   nlohmann::json result = e_.summary(winner ? std::optional(fins_[*winner].id) : std::nullopt, finalists_json(order));
+  result["test"] = e_.test_report(winner ? std::optional(e_.program_of(e_.records.at(fins_[*winner].id)))
+                                         : std::nullopt);
   if (winner) {
     const Finalist& f = fins_[*winner];
     auto& w = result["winner"];
@@ -508,7 +510,7 @@ nlohmann::json SearchEngine::Impl::summary(std::optional<std::int64_t> winner, c
       {"device_fingerprint", measurer->fingerprint()},
       {"workers", options.evaluators.size()},
       {"workload", workload.name},
-      {"shapes", {{"train", split.train.size()}, {"validation", split.validation.size()}}},
+      {"shapes", {{"train", split.train.size()}, {"validation", split.validation.size()}, {"test", test_shapes.size()}}},
       {"baseline", baseline_name},
       {"seed", config.seed},
       {"config", config.name},

@@ -34,6 +34,10 @@
 
 namespace evodispatch::search {
 
+// The test split a new run stores with its config (null: none): `samples` fresh shapes of
+// the config's test domain (or the workload's own domain), none of the workload's.
+nlohmann::json draw_test_split(const SearchConfig&, const Workload&);
+
 // The figures of a fitness (geomean, worst, oracle fraction) on its evaluation row, when
 // every shape was measured.
 void set_figures(results::EvaluationRecord&, const Fitness&);
@@ -121,6 +125,10 @@ struct SearchEngine::Impl {
   std::vector<FeatureValues> features;  // per workload shape
   std::vector<int> train_regions;       // region per training shape
   std::unique_ptr<CellSpace> cells;
+
+  // The test split (engine_test.cpp): fresh shapes of a domain, only reported.
+  std::string test_workload;
+  std::vector<Shape> test_shapes;
 
   // The baseline and the oracle, per workload shape.
   std::string baseline_name, baseline_source;
@@ -221,6 +229,12 @@ struct SearchEngine::Impl {
   EvaluationDetails scored_details(const Fitness&, const std::vector<int>& split_shapes) const;
   void offer(std::int64_t id, int island, Admission, bool& improved);
   void end_step(bool improved, std::int64_t added);
+
+  // --- engine_test.cpp
+  void load_test_split(const nlohmann::json& stored);  // the run config's "test"
+  nlohmann::json test_report(const std::optional<Program>& winner);
+  std::vector<double> test_oracle(Measurer&, const std::vector<double>& base_us);
+  nlohmann::json confirm_test_shapes(const Fitness&, const std::vector<Decision>& base, const std::vector<Decision>& mine);
 
   // --- engine_final.cpp
   nlohmann::json finish();

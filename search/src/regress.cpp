@@ -131,6 +131,17 @@ DistilledHeuristic load_distilled(const std::string& heuristic_json) {
   return h;
 }
 
+Workload regression_matrix(const Workload& grid, const Workload* domain, std::size_t samples, std::uint64_t seed) {
+  if (!domain) return grid;
+  if (!domain->domain) throw InputError("--domain: " + domain->name + " is not a domain (it lists its shapes)");
+  Workload w = grid;
+  const auto fresh = sample_domain(*domain->domain, samples, seed, grid.shapes);
+  w.shapes.insert(w.shapes.end(), fresh.begin(), fresh.end());
+  w.name = grid.name + " + " + std::to_string(fresh.size()) + " fresh shapes of " + domain->name + " (seed " +
+           std::to_string(seed) + ")";
+  return w;
+}
+
 std::string invalid_regress_options(const RegressOptions& o) {
   if (!(o.floor > 0)) return "floor: must be > 0";
   if (o.pairs < 1) return "pairs: must be >= 1";

@@ -115,6 +115,14 @@ struct SearchConfig {
     int confirm_pairs = 30;
   } final;
 
+  // The test split: fresh shapes of a domain, disjoint from the workload, drawn with their
+  // own seed when the run starts; they select nothing and are only reported.
+  struct Test {
+    std::string workload;
+    int samples = 200;
+    std::uint64_t seed = 2;
+  } test;
+
   struct Stop {
     std::int64_t max_evaluations = 5000;
     double minutes = 0;

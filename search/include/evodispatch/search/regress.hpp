@@ -36,6 +36,11 @@ struct DistilledHeuristic {
 // from its emitted header in a scratch directory.
 DistilledHeuristic load_distilled(const std::string& heuristic_json);
 
+// The matrix a regress run measures: the shapes of `grid`, then, with a domain, `samples`
+// fresh shapes of it drawn with `seed` and none of the grid's (shapes the heuristic's
+// search never saw). Throws InputError when `domain` is no domain.
+Workload regression_matrix(const Workload& grid, const Workload* domain, std::size_t samples, std::uint64_t seed);
+
 struct RegressOptions {
   double floor = 0.99;  // a shape confirmed under this speedup fails the matrix
   int pairs = 30;       // interleaved pairs per comparison

@@ -1,0 +1,112 @@
+// The test split: fresh shapes of a domain, drawn with their own seed when the run starts,
+// disjoint from the workload; they select nothing and are only reported.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <evodispatch/evaluator/simulator.hpp>
+#include <evodispatch/evaluator/workload.hpp>
+#include <evodispatch/results/results.hpp>
+#include <evodispatch/search/engine.hpp>
+
+#include "search_fixtures.hpp"
+
+using namespace evodispatch;
+using namespace evodispatch::search;
+using namespace evodispatch::search::testing;
+
+namespace {
+
+// Three models at TP 1 and 2, B 1-64 and Lk 128-32768 log-uniform: 60 shapes sampled.
+std::string mini_domain_json() {
+  return R"({"name": "mini-domain", "domain": {
+    "models": [{"name": "gqa8", "h_q": 64, "h_kv": 8, "head_dim": 128, "source": "test"},
+               {"name": "mqa", "h_q": 32, "h_kv": 1, "head_dim": 64, "source": "test"},
+               {"name": "d256", "h_q": 16, "h_kv": 8, "head_dim": 256, "source": "test"}],
+    "tensor_parallel": [1, 2],
+    "batch": {"from": 1, "to": 64}, "seqlen_k": {"from": 128, "to": 32768},
+    "samples": 60, "seed": 1}})";
+}
+
+struct SearchRun {
+  nlohmann::json summary;
+  nlohmann::json stored_test;  // the run config's "test"
+};
+
+SearchRun run_search(const ScratchDir& dir, const std::string& db_name, int test_samples, const std::string& test_workload = "") {
+  const std::string wl = dir.write("mini-domain.json", mini_domain_json());
+  nlohmann::json j = mini_config_json(wl, 300);
+  j["test"] = {{"samples", test_samples}, {"seed", 5}};
+  if (!test_workload.empty()) j["test"]["workload"] = test_workload;
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  auto db = results::Database::open(dir.file(db_name));
+  EngineOptions opts;
+  opts.evaluators = {&sim};
+  opts.device_spec = "sim:h100-sxm";
+  auto engine = SearchEngine::start(db, parse_search_config(j, "test-split"), opts);
+  SearchRun r;
+  r.summary = engine->run();
+  r.stored_test = results::Runs(db).get(engine->run_id())->config["test"];
+  return r;
+}
+
+}  // namespace
+
+TEST(TestSplit, FreshShapesOfTheDomainDisjointFromTheWorkloadAndOnlyReported) {
+  ScratchDir dir;
+  const SearchRun with = run_search(dir, "with.db", 40);
+  const SearchRun without = run_search(dir, "without.db", 0);
+
+  ASSERT_TRUE(with.stored_test.is_object());
+  const auto& test_shapes = with.stored_test["shapes"];
+  ASSERT_EQ(test_shapes.size(), 40u);
+  const evodispatch::Workload domain = evodispatch::load_workload(dir.file("mini-domain.json"));
+  for (const auto& j : test_shapes) {
+    const Shape s = shape_from_json(j);
+    EXPECT_TRUE(std::find(domain.shapes.begin(), domain.shapes.end(), s) == domain.shapes.end())
+        << describe(s) << " is a workload shape";
+    EXPECT_TRUE(domain_contains(*domain.domain, s)) << describe(s);
+  }
+  // It selects nothing: the same winner as the run without a test split.
+  EXPECT_EQ(with.summary["winner"]["hash"], without.summary["winner"]["hash"]);
+  EXPECT_TRUE(without.summary["test"].is_null());
+  EXPECT_EQ(without.stored_test, nullptr);
+
+  const auto& t = with.summary["test"];
+  ASSERT_TRUE(t.is_object()) << with.summary.dump();
+  EXPECT_EQ(t["shapes"], 40);
+  EXPECT_EQ(t["workload"], "mini-domain");
+  EXPECT_GT(t["geomean"].get<double>(), 0);
+  EXPECT_GE(t["oracle_geomean"].get<double>(), 1.0);  // the oracle's space holds the baseline's decisions
+  EXPECT_EQ(with.summary["shapes"]["test"], 40);
+  // Every shape under the floor was re-measured, and only those.
+  EXPECT_EQ(t["under_floor"].size(), static_cast<std::size_t>(t["below_floor"].get<int>()));
+}
+
+TEST(TestSplit, DrawnWithItsOwnSeedTheSameEveryTime) {
+  ScratchDir dir;
+  const SearchRun a = run_search(dir, "a.db", 20), b = run_search(dir, "b.db", 20);
+  EXPECT_EQ(a.stored_test, b.stored_test);
+  EXPECT_EQ(a.summary["test"], b.summary["test"]);
+}
+
+TEST(TestSplit, ATestWorkloadMustBeADomain) {
+  ScratchDir dir;
+  EXPECT_THROW(run_search(dir, "bad.db", 20, "paper-table1"), InputError);
+}
+
+TEST(TestSplit, AListWorkloadCanBeTestedOnAShippedDomain) {
+  ScratchDir dir;
+  const std::string wl = dir.write("mini.json", mini_workload_json());
+  nlohmann::json j = mini_config_json(wl, 200);
+  j["test"] = {{"workload", "models-decode"}, {"samples", 30}};
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  auto db = results::Database::open(dir.file("list.db"));
+  EngineOptions opts;
+  opts.evaluators = {&sim};
+  opts.device_spec = "sim:h100-sxm";
+  const nlohmann::json summary = SearchEngine::start(db, parse_search_config(j, "list"), opts)->run();
+  ASSERT_TRUE(summary["test"].is_object());
+  EXPECT_EQ(summary["test"]["workload"], "models-decode");
+  EXPECT_EQ(summary["test"]["shapes"], 30);
+}
