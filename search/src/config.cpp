@@ -332,6 +332,10 @@ std::vector<Field> declare_fields() {
       integers(CONFIG_MEMBER(decisions.sm_margins), margins, Order::as_given, true,
                "the sm_margin values a rule may return"),
       integer(CONFIG_MEMBER(decisions.max_rules), {1, 256}, "the most rules a program may have"),
+      flag(CONFIG_MEMBER(decisions.verified_boxes),
+           "confine every rule to the box of feature values of the training shapes it decides: outside it the "
+           "later rules and the unchanged base decide (base_literal is off), so no rule extrapolates; costs some "
+           "gain inside a small grid"),
 
       integer(CONFIG_MEMBER(islands.count), {1, 64}, "islands on the ring"),
       integer(CONFIG_MEMBER(islands.batch), {1, 4096}, "candidates per island per step"),

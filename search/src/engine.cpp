@@ -473,6 +473,13 @@ Program SearchEngine::Impl::program_of(const Record& r) const {
   return p;
 }
 
+Program SearchEngine::Impl::verified(const Program& p) const {
+  if (!config.decisions.verified_boxes || p.rules.empty()) return p;
+  std::vector<Feature> every;
+  for (int f = 0; f < kNumFeatures; ++f) every.push_back(static_cast<Feature>(f));
+  return verify_boxes(p, operators.train, every, config.decisions.max_splits);
+}
+
 double SearchEngine::Impl::score_of(std::int64_t id) const {
   auto it = records.find(id);
   return it == records.end() ? kFailedScore : it->second.score;

@@ -480,9 +480,9 @@ std::optional<Program> SearchEngine::Impl::repair(Program p) {
 std::int64_t SearchEngine::Impl::store_repaired(const Program& p, std::int64_t parent_id) {
   const Record& parent = records.at(parent_id);
   Candidate c;
-  c.program = p;
-  c.base_key = base_key_for(p, &parent);
-  c.hash = program_hash(p, c.base_key);
+  c.program = verified(p);
+  c.base_key = base_key_for(c.program, &parent);
+  c.hash = program_hash(c.program, c.base_key);
   c.parents = {parent_id};
   c.origin = "repair";
   c.island = parent.island;

@@ -190,6 +190,9 @@ struct SearchEngine::Impl {
   // unchanged, which is almost always: hashing a base costs more than comparing it).
   std::string base_key_for(const Program& child, const Record* parent);
   Program program_of(const Record&) const;
+  // A candidate's rules confined to what the training shapes verified (verify_boxes), when
+  // the config asks for it.
+  Program verified(const Program&) const;
   FitnessOptions fitness_options() const { return {config.fitness.floor, config.fitness.penalty}; }
   double score_of(std::int64_t id) const;
   const std::vector<double>& losses_of(const Record&) const;  // per training shape; empty without an oracle

@@ -121,6 +121,9 @@ std::optional<Candidate> SearchEngine::Impl::make_candidate(int island, const st
                                                             int sequence) {
   std::vector<double> weights = operator_weights(config.operators);
   if (config.external.command.empty()) weights[static_cast<int>(OperatorKind::external)] = 0;
+  // A changed base decides every shape the rules leave, boxed or not: no such mutation
+  // when every decision must stay inside what was verified.
+  if (config.decisions.verified_boxes) weights[static_cast<int>(OperatorKind::base_literal)] = 0;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const std::int64_t parent_id = select_parent(island);
     if (parent_id == 0) return std::nullopt;
@@ -151,7 +154,7 @@ std::optional<Candidate> SearchEngine::Impl::make_candidate(int island, const st
       const auto& losses = losses_of(parent);
       auto child = apply_operator(kind, parent_program, other_ptrs, losses, operators, rng);
       if (!child) continue;
-      c.program = std::move(*child);
+      c.program = verified(*child);
     }
     c.base_key = base_key_for(c.program, &parent);
     c.hash = program_hash(c.program, c.base_key);

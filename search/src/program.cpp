@@ -405,6 +405,40 @@ Program program_from_json(const nlohmann::json& j, std::string base_source, cons
   return p;
 }
 
+Program verify_boxes(const Program& p, const std::vector<FeatureValues>& verified_on,
+                     const std::vector<Feature>& features, int max_splits) {
+  struct Box {
+    std::vector<std::int64_t> lo, hi;
+    bool taken = false;
+  };
+  std::vector<Box> boxes(p.rules.size(), Box{std::vector<std::int64_t>(features.size()),
+                                             std::vector<std::int64_t>(features.size()), false});
+  for (const FeatureValues& v : verified_on) {
+    std::size_t r = 0;
+    while (r < p.rules.size() && !holds(p.rules[r], v)) ++r;
+    if (r == p.rules.size()) continue;
+    Box& b = boxes[r];
+    for (std::size_t k = 0; k < features.size(); ++k) {
+      const std::int64_t x = v[static_cast<int>(features[k])];
+      b.lo[k] = b.taken ? std::min(b.lo[k], x) : x;
+      b.hi[k] = b.taken ? std::max(b.hi[k], x) : x;
+    }
+    b.taken = true;
+  }
+  Program out = p;
+  out.rules.clear();
+  for (std::size_t r = 0; r < p.rules.size(); ++r) {
+    if (!boxes[r].taken) continue;
+    Rule rule = p.rules[r];
+    for (std::size_t k = 0; k < features.size(); ++k) {
+      rule.when.push_back({features[k], Op::ge, boxes[r].lo[k]});
+      rule.when.push_back({features[k], Op::le, boxes[r].hi[k]});
+    }
+    out.rules.push_back(std::move(rule));
+  }
+  return normalise(out, max_splits);
+}
+
 bool holds(const Rule& r, const FeatureValues& v) {
   for (const auto& c : r.when) {
     const std::int64_t x = v[static_cast<int>(c.feature)];

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 
 #include <evodispatch/evaluator/simulator.hpp>
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/results/results.hpp>
 #include <evodispatch/search/engine.hpp>
+#include <evodispatch/search/program.hpp>
 
 #include "search_fixtures.hpp"
 
@@ -109,4 +111,49 @@ TEST(TestSplit, AListWorkloadCanBeTestedOnAShippedDomain) {
   ASSERT_TRUE(summary["test"].is_object());
   EXPECT_EQ(summary["test"]["workload"], "models-decode");
   EXPECT_EQ(summary["test"]["shapes"], 30);
+}
+
+TEST(TestSplit, WithVerifiedBoxesNoRuleFiresOutsideWhatTheWorkloadCovers) {
+  ScratchDir dir;
+  const std::string wl = dir.write("mini.json", mini_workload_json());
+  nlohmann::json j = mini_config_json(wl, 400);
+  j["decisions"]["verified_boxes"] = true;
+  // Fresh shapes around the mini workload (B 1-4, Hkv 1-8, Lk 256-8192 at Hq 64): some
+  // inside what it covers, many beyond it.
+  const std::string around = dir.write("around.json", R"({"name": "around", "domain": {
+    "models": [{"name": "a", "h_q": 64, "h_kv": 8, "head_dim": 128, "source": "test"},
+               {"name": "b", "h_q": 64, "h_kv": 1, "head_dim": 128, "source": "test"}],
+    "batch": {"from": 1, "to": 16}, "seqlen_k": {"from": 128, "to": 65536}}})");
+  j["test"] = {{"workload", around}, {"samples", 120}};
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  auto db = results::Database::open(dir.file("boxes.db"));
+  EngineOptions opts;
+  opts.evaluators = {&sim};
+  opts.device_spec = "sim:h100-sxm";
+  auto engine = SearchEngine::start(db, parse_search_config(j, "boxes"), opts);
+  const nlohmann::json summary = engine->run();
+  ASSERT_FALSE(summary["winner"].is_null());
+  const auto& w = summary["winner"];
+  const Program winner = program_from_json(w["rules_json"], *extract_base_source(w["source"].get<std::string>()), "winner");
+  ASSERT_FALSE(winner.rules.empty());
+
+  // The hull of the workload's shapes (the training shapes are among them).
+  FeatureValues lo, hi;
+  lo.fill(std::numeric_limits<std::int64_t>::max());
+  hi.fill(std::numeric_limits<std::int64_t>::min());
+  for (const Shape& s : evodispatch::load_workload(wl).shapes) {
+    const FeatureValues v = feature_values(s, sim.device());
+    for (int f = 0; f < kNumFeatures; ++f) lo[f] = std::min(lo[f], v[f]), hi[f] = std::max(hi[f], v[f]);
+  }
+  int outside = 0;
+  const nlohmann::json test_shapes = results::Runs(db).get(engine->run_id())->config["test"]["shapes"];
+  for (const auto& t : test_shapes) {
+    const FeatureValues v = feature_values(shape_from_json(t), sim.device());
+    bool beyond = false;
+    for (int f = 0; f < kNumFeatures; ++f) beyond = beyond || v[f] < lo[f] || v[f] > hi[f];
+    if (!beyond) continue;
+    ++outside;
+    EXPECT_FALSE(eval_rules(winner, v)) << "a rule fired beyond the workload: " << describe(shape_from_json(t));
+  }
+  EXPECT_GT(outside, 20) << "too few fresh shapes beyond the workload for the check to mean anything";
 }

@@ -252,3 +252,36 @@ TEST(LuaText, LiteralPerturbationChangesOneNumeralOutsideCommentsAndStrings) {
   }
   EXPECT_FALSE(perturb_numeral("0x1F", r2));
 }
+
+namespace {
+FeatureValues at(std::int64_t batch, std::int64_t seqlen_k) {
+  FeatureValues v{};
+  v[static_cast<int>(Feature::batch)] = batch;
+  v[static_cast<int>(Feature::seqlen_k)] = seqlen_k;
+  return v;
+}
+}  // namespace
+
+TEST(VerifyBoxes, RulesKeepTheirTrainingShapesAndNothingBeyondTheirBox) {
+  Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
+  Rule wide;
+  wide.when = {{Feature::seqlen_k, Op::ge, 1024}};
+  wide.num_splits.constant = 8;
+  Rule never;  // takes no training shape: dropped
+  never.when = {{Feature::batch, Op::ge, 1000}};
+  never.num_splits.constant = 2;
+  Rule rest;
+  rest.num_splits.constant = 3;
+  p.rules = {wide, never, rest};
+  const std::vector<FeatureValues> train = {at(1, 1024), at(4, 8192), at(2, 256), at(8, 512)};
+  const std::vector<Feature> features = {Feature::batch, Feature::seqlen_k};
+  const Program boxed = verify_boxes(p, train, features);
+
+  ASSERT_EQ(boxed.rules.size(), 2u);
+  for (const auto& v : train) EXPECT_EQ(eval_rules(boxed, v), eval_rules(p, v));  // training decisions unchanged
+  EXPECT_EQ(eval_rules(boxed, at(2, 4096))->num_splits, 8);  // inside the first rule's box
+  EXPECT_EQ(eval_rules(p, at(1, 100000))->num_splits, 8);
+  EXPECT_FALSE(eval_rules(boxed, at(1, 100000)));  // Lk beyond 8192: no rule, the base decides
+  EXPECT_FALSE(eval_rules(boxed, at(16, 2048)));   // batch beyond 4 for the first rule, 8 for the last
+  EXPECT_EQ(verify_boxes(boxed, train, features), boxed);  // applying it again changes nothing
+}

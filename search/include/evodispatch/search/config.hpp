@@ -70,6 +70,7 @@ struct SearchConfig {
     int max_splits = 64;
     std::vector<int> sm_margins = {0};
     int max_rules = 12;
+    bool verified_boxes = false;
   } decisions;
 
   struct Islands {

@@ -132,6 +132,15 @@ Program program_from_json(const nlohmann::json&, std::string base_source, const 
 Rule rule_from_json(const nlohmann::json&, const std::string& path);
 SplitExpr split_expr_from_json(const nlohmann::json&, const std::string& path);
 
+// Each rule confined to the box it was verified on: for every feature of `features`, the
+// range of values over the shapes of `verified_on` that the rule takes (the first rule
+// that holds); a rule that takes none of them is dropped. The decision on every shape of
+// `verified_on` is unchanged; any other shape outside a rule's box falls through to the
+// later rules and to the base, so no rule extrapolates beyond what was measured.
+// Normalised (into [1, max_splits]); applying it again changes nothing.
+Program verify_boxes(const Program&, const std::vector<FeatureValues>& verified_on, const std::vector<Feature>& features,
+                     int max_splits = kMaxSplits);
+
 // The C++ twin of the rendered rules: the decision of the first rule that holds for
 // these feature values (pack_gqa left unset when the rule leaves it), or nullopt.
 std::optional<Decision> eval_rules(const Program&, const FeatureValues&);
