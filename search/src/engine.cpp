@@ -252,13 +252,7 @@ std::vector<std::unordered_map<std::uint64_t, double>> SearchEngine::Impl::measu
   oracle_decisions.clear();
   if (!config.oracle.enabled) return {};
   const auto& shapes = workload.shapes;
-  std::vector<LatencyRequest> requests;
-  const std::vector<int> splits = config.oracle.split_values();
-  for (std::size_t i = 0; i < shapes.size(); ++i)
-    for (int k : splits)
-      for (bool pack : config.oracle.pack_gqa)
-        for (int margin : config.oracle.sm_margins)
-          if (margin < hw.num_sms) requests.push_back({static_cast<int>(i), resolve(Decision{k, pack, margin}, shapes[i])});
+  const std::vector<LatencyRequest> requests = oracle_requests(shapes, hw);
   const std::string what = "measuring the oracle's decision space";
   report("setup", what, 0, requests.size());
   const auto us = measure(*measurer, requests, [&](std::size_t d, std::size_t t) { report("setup", what, d, t); });
@@ -276,6 +270,18 @@ std::vector<std::unordered_map<std::uint64_t, double>> SearchEngine::Impl::measu
     }
   }
   return table;
+}
+
+std::vector<LatencyRequest> SearchEngine::Impl::oracle_requests(const std::vector<Shape>& shapes,
+                                                                const DeviceInfo& hw) const {
+  std::vector<LatencyRequest> requests;
+  const std::vector<int> splits = config.oracle.split_values();
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    for (int k : splits)
+      for (bool pack : config.oracle.pack_gqa)
+        for (int margin : config.oracle.sm_margins)
+          if (margin < hw.num_sms) requests.push_back({static_cast<int>(i), resolve(Decision{k, pack, margin}, shapes[i])});
+  return requests;
 }
 
 // The estimate stage, in front of a real device.

@@ -168,6 +168,8 @@ struct SearchEngine::Impl {
   // The oracle's best decision per shape, and per training shape the latency of every
   // decision of its space (what add_rule chooses from).
   std::vector<std::unordered_map<std::uint64_t, double>> measure_oracle(const DeviceInfo&);
+  // The oracle's decision space (config.oracle) on each of these shapes.
+  std::vector<LatencyRequest> oracle_requests(const std::vector<Shape>& shapes, const DeviceInfo&) const;
   void make_estimator(const Evaluator&);
   void prepare_operators(std::vector<std::unordered_map<std::uint64_t, double>> train_table);
 

@@ -91,13 +91,7 @@ nlohmann::json SearchEngine::Impl::test_report(const std::optional<Program>& win
 // without an oracle.
 std::vector<double> SearchEngine::Impl::test_oracle(Measurer& m, const std::vector<double>& base_us) {
   if (!config.oracle.enabled) return {};
-  const int sms = options.evaluators.front()->device().num_sms;
-  std::vector<LatencyRequest> requests;
-  for (std::size_t i = 0; i < test_shapes.size(); ++i)
-    for (int k : config.oracle.split_values())
-      for (bool pack : config.oracle.pack_gqa)
-        for (int margin : config.oracle.sm_margins)
-          if (margin < sms) requests.push_back({static_cast<int>(i), resolve(Decision{k, pack, margin}, test_shapes[i])});
+  const std::vector<LatencyRequest> requests = oracle_requests(test_shapes, options.evaluators.front()->device());
   report("test", "measuring the oracle on the test shapes", 0, requests.size());
   const auto us = measure(m, requests);
   std::vector<double> best = base_us;
