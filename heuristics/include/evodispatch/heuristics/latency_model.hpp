@@ -1,0 +1,75 @@
+#pragma once
+// The model-based program family (DESIGN.md §5): a small latency model of the split decode
+// kernel, evaluated for every candidate decision; the dispatch is the argmin. Where a rule
+// list can only repeat what it saw, the model carries to shapes no search measured: it
+// reasons in waves of CTAs over SM slots, per-tile cost, KV bytes and the combine kernel.
+//
+// For a candidate (k splits, pack, margin) on shape s (all integers, picoseconds):
+//   rows   = pack ? qpk * seqlen_q : seqlen_q        query rows of one CTA
+//   items  = batch * (pack ? h_kv : h_q) * k         CTAs of the decode kernel
+//   sms    = num_sms - margin; slots = sms * (margin > 0 ? 1 : ctas_per_sm)
+//   tiles  = ceil(nblk / k); kib = ceil(min(seqlen_k, tiles * block_n) * head_dim * 2 * bytes / 1024)
+//   wave(a)= cta_ps + max(tiles * (tile_ps + rows * row_ps),      the CTA's own work
+//                         kib * a * dram_ps_per_kib,               a CTAs sharing DRAM
+//                         kib * ceil(a / sms) * sm_ps_per_kib)     CTAs sharing one SM
+//   main   = (items / slots) * wave(slots) + wave(items % slots)  (the last if non-empty)
+//   total  = main + (k > 1 ? combine_ps + ceil(batch * h_q * seqlen_q * k / num_sms) * combine_row_ps : 0)
+// Candidates are tried margins-major, then pack_gqa, then splits, in list order; the first
+// strict minimum wins. Integer arithmetic keeps the Lua program, this C++ twin and every
+// emitted export in exact agreement.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <evodispatch/heuristics/contract.hpp>
+
+namespace evodispatch {
+
+struct LatencyModel {
+  std::vector<int> splits = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // candidate counts
+  std::vector<bool> pack_gqa = {true, false};                            // tried in this order
+  std::vector<int> sm_margins = {0};
+  std::int64_t ctas_per_sm = 2;        // CTA slots per SM at margin 0 (a margin runs one per SM)
+  std::int64_t cta_ps = 2000;          // a CTA's fixed cost (start, epilogue)
+  std::int64_t tile_ps = 600;          // one KV tile's compute
+  std::int64_t row_ps = 10;            // one more query row over one tile
+  std::int64_t dram_ps_per_kib = 350;  // one KiB of KV through the whole GPU's DRAM bandwidth
+  std::int64_t sm_ps_per_kib = 25000;  // one KiB of KV into one SM
+  std::int64_t combine_ps = 3000;      // the combine kernel's launch and fixed cost
+  std::int64_t combine_row_ps = 50;    // one (output row, split) per SM in the combine
+  bool operator==(const LatencyModel&) const = default;
+};
+
+// The parameters as data, declared once: JSON, Lua, the emitters and the fitter walk this.
+struct LatencyParameter {
+  const char* name;
+  std::int64_t LatencyModel::*field;
+  std::int64_t lo;  // inclusive bounds: every product of the model stays far from overflow
+  std::int64_t hi;
+};
+const std::vector<LatencyParameter>& latency_parameters();
+
+// A model whose lists or parameters are out of range: an InputError naming `where`.
+void validate(const LatencyModel&, std::string_view where = "latency model");
+
+// The predicted latency of one candidate.
+std::int64_t predict_ps(const LatencyModel&, const Shape&, const DeviceInfo&, int num_splits, bool pack_gqa,
+                        int sm_margin);
+// The argmin over the candidates (resolved; margins not below num_sms are skipped).
+Decision model_decision(const LatencyModel&, const Shape&, const DeviceInfo&);
+
+// A complete dispatch script computing model_decision, comment-free (already canonical).
+std::string render_lua(const LatencyModel&);
+// The model a script is the rendering of (exactly render_lua's text), or nullopt.
+std::optional<LatencyModel> latency_model_of(std::string_view lua_source);
+
+// {"splits", "pack_gqa", "sm_margins", "parameters": {name: int}}; the reader is strict and
+// names the JSON path of what it refuses.
+nlohmann::json to_json(const LatencyModel&);
+LatencyModel latency_model_from_json(const nlohmann::json&, const std::string& path = "$");
+
+}  // namespace evodispatch

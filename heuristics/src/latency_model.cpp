@@ -1,0 +1,267 @@
+#include <evodispatch/heuristics/latency_model.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/heuristics/json_reader.hpp>
+
+namespace evodispatch {
+
+namespace {
+
+// Products saturate here, so no shape the contract accepts can overflow; every
+// rendering of the model saturates the same way.
+constexpr std::int64_t kCap = std::int64_t{1} << 60;
+
+std::int64_t mul(std::int64_t a, std::int64_t b) { return a != 0 && b > kCap / a ? kCap : a * b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+struct Candidate {
+  std::int64_t rows, items, sms, slots, tiles, kib;
+};
+
+std::int64_t wave_ps(const LatencyModel& m, const Candidate& c, std::int64_t active) {
+  const std::int64_t compute = mul(c.tiles, m.tile_ps + c.rows * m.row_ps);
+  const std::int64_t dram = mul(mul(c.kib, active), m.dram_ps_per_kib);
+  const std::int64_t sm = mul(mul(c.kib, ceil_div(active, c.sms)), m.sm_ps_per_kib);
+  return m.cta_ps + std::max({compute, dram, sm});
+}
+
+std::string int_list(const std::vector<int>& v) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<LatencyParameter>& latency_parameters() {
+  static const std::vector<LatencyParameter> params = {
+      {"ctas_per_sm", &LatencyModel::ctas_per_sm, 1, 64},
+      {"cta_ps", &LatencyModel::cta_ps, 0, 100'000'000},
+      {"tile_ps", &LatencyModel::tile_ps, 0, 100'000'000},
+      {"row_ps", &LatencyModel::row_ps, 0, 100'000'000},
+      {"dram_ps_per_kib", &LatencyModel::dram_ps_per_kib, 0, 100'000'000},
+      {"sm_ps_per_kib", &LatencyModel::sm_ps_per_kib, 0, 100'000'000},
+      {"combine_ps", &LatencyModel::combine_ps, 0, 100'000'000},
+      {"combine_row_ps", &LatencyModel::combine_row_ps, 0, 100'000'000},
+  };
+  return params;
+}
+
+void validate(const LatencyModel& m, std::string_view where) {
+  auto fail = [&](const std::string& what) { throw InputError(std::string(where) + ": " + what); };
+  if (m.splits.empty()) fail("splits must not be empty");
+  for (int k : m.splits)
+    if (k < 1 || k > kMaxSplits) fail("splits: " + std::to_string(k) + " is not in [1, " + std::to_string(kMaxSplits) + "]");
+  if (m.pack_gqa.empty()) fail("pack_gqa must not be empty");
+  if (m.sm_margins.empty()) fail("sm_margins must not be empty");
+  for (int g : m.sm_margins)
+    if (g < 0) fail("sm_margins: " + std::to_string(g) + " is negative");
+  for (const auto& p : latency_parameters())
+    if (m.*p.field < p.lo || m.*p.field > p.hi)
+      fail(std::string(p.name) + " = " + std::to_string(m.*p.field) + " is not in [" + std::to_string(p.lo) + ", " +
+           std::to_string(p.hi) + "]");
+}
+
+std::int64_t predict_ps(const LatencyModel& m, const Shape& s, const DeviceInfo& hw, int k, bool pack, int margin) {
+  const Features f = features(s);
+  Candidate c;
+  c.rows = pack ? std::int64_t{f.qpk} * s.seqlen_q : s.seqlen_q;
+  c.items = std::int64_t{s.batch} * (pack ? s.h_kv : s.h_q) * k;
+  c.sms = hw.num_sms - margin;
+  c.slots = c.sms * (margin > 0 ? 1 : m.ctas_per_sm);
+  c.tiles = ceil_div(f.nblk, k);
+  const std::int64_t keys = std::min<std::int64_t>(s.seqlen_k, c.tiles * f.block_n);
+  c.kib = ceil_div(keys * s.head_dim * 2 * dtype_bytes(s.dtype), 1024);
+  std::int64_t t = mul(c.items / c.slots, wave_ps(m, c, c.slots));
+  if (c.items % c.slots > 0) t += wave_ps(m, c, c.items % c.slots);
+  if (k > 1) t += m.combine_ps + mul(ceil_div(std::int64_t{s.batch} * s.h_q * s.seqlen_q * k, hw.num_sms), m.combine_row_ps);
+  return t;
+}
+
+Decision model_decision(const LatencyModel& m, const Shape& s, const DeviceInfo& hw) {
+  std::optional<std::int64_t> best;
+  Decision d{m.splits.front(), m.pack_gqa.front(), 0};
+  for (int margin : m.sm_margins) {
+    if (margin >= hw.num_sms) continue;
+    for (bool pack : m.pack_gqa)
+      for (int k : m.splits) {
+        const std::int64_t t = predict_ps(m, s, hw, k, pack, margin);
+        if (!best || t < *best) {
+          best = t;
+          d = Decision{k, pack, margin};
+        }
+      }
+  }
+  return resolve(d, s);
+}
+
+std::string render_lua(const LatencyModel& m) {
+  std::ostringstream o;
+  o << "local M = {";
+  const auto& params = latency_parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) o << (i ? ", " : "") << params[i].name << " = " << m.*params[i].field;
+  o << "}\n";
+  o << "local SPLITS = {" << int_list(m.splits) << "}\n";
+  o << "local PACK = {";
+  for (std::size_t i = 0; i < m.pack_gqa.size(); ++i) o << (i ? ", " : "") << (m.pack_gqa[i] ? "true" : "false");
+  o << "}\n";
+  o << "local MARGINS = {" << int_list(m.sm_margins) << "}\n";
+  o << R"LUA(local CAP = 1 << 60
+local function mul(a, b) if a ~= 0 and b > CAP // a then return CAP end return a * b end
+local function ceil_div(a, b) return (a + b - 1) // b end
+local function wave_ps(c, active)
+  local compute = mul(c.tiles, M.tile_ps + c.rows * M.row_ps)
+  local dram = mul(mul(c.kib, active), M.dram_ps_per_kib)
+  local sm = mul(mul(c.kib, ceil_div(active, c.sms)), M.sm_ps_per_kib)
+  return M.cta_ps + math.max(compute, dram, sm)
+end
+local function predict_ps(s, hw, k, pack, margin)
+  local c = {}
+  c.rows = pack and s.qpk * s.seqlen_q or s.seqlen_q
+  local items = s.batch * (pack and s.h_kv or s.h_q) * k
+  c.sms = hw.num_sms - margin
+  local slots = c.sms * (margin > 0 and 1 or M.ctas_per_sm)
+  c.tiles = ceil_div(s.nblk, k)
+  local keys = math.min(s.seqlen_k, c.tiles * s.block_n)
+  c.kib = ceil_div(keys * s.head_dim * 2 * (s.dtype == "fp8" and 1 or 2), 1024)
+  local t = mul(items // slots, wave_ps(c, slots))
+  if items % slots > 0 then t = t + wave_ps(c, items % slots) end
+  if k > 1 then t = t + M.combine_ps + mul(ceil_div(s.batch * s.h_q * s.seqlen_q * k, hw.num_sms), M.combine_row_ps) end
+  return t
+end
+function dispatch(s, hw)
+  local best, d = nil, {num_splits = SPLITS[1], pack_gqa = PACK[1], sm_margin = 0}
+  for _, margin in ipairs(MARGINS) do
+    if margin < hw.num_sms then
+      for _, pack in ipairs(PACK) do
+        for _, k in ipairs(SPLITS) do
+          local t = predict_ps(s, hw, k, pack, margin)
+          if best == nil or t < best then
+            best = t
+            d = {num_splits = k, pack_gqa = pack, sm_margin = margin}
+          end
+        end
+      end
+    end
+  end
+  return d
+end
+)LUA";
+  return o.str();
+}
+
+namespace {
+
+// "{a, b, c}" after `prefix` on the line, as raw items; nullopt when the line differs.
+std::optional<std::vector<std::string>> braced_items(std::string_view line, std::string_view prefix) {
+  if (!line.starts_with(prefix) || !line.ends_with("}")) return std::nullopt;
+  std::string_view body = line.substr(prefix.size(), line.size() - prefix.size() - 1);
+  std::vector<std::string> items;
+  while (!body.empty()) {
+    const std::size_t comma = body.find(", ");
+    items.emplace_back(body.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    body.remove_prefix(comma + 2);
+  }
+  return items;
+}
+
+std::optional<std::int64_t> integer_of(const std::string& text) {
+  if (text.empty() || text.size() > 18 || !std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return std::nullopt;
+  return std::stoll(text);
+}
+
+}  // namespace
+
+std::optional<LatencyModel> latency_model_of(std::string_view src) {
+  std::vector<std::string_view> lines;
+  for (std::size_t at = 0; at < src.size() && lines.size() < 4;) {
+    const std::size_t nl = src.find('\n', at);
+    if (nl == std::string_view::npos) return std::nullopt;
+    lines.push_back(src.substr(at, nl - at));
+    at = nl + 1;
+  }
+  if (lines.size() < 4) return std::nullopt;
+  const auto params = braced_items(lines[0], "local M = {");
+  const auto splits = braced_items(lines[1], "local SPLITS = {");
+  const auto packs = braced_items(lines[2], "local PACK = {");
+  const auto margins = braced_items(lines[3], "local MARGINS = {");
+  if (!params || !splits || !packs || !margins || params->size() != latency_parameters().size()) return std::nullopt;
+  LatencyModel m;
+  for (std::size_t i = 0; i < params->size(); ++i) {
+    const std::string prefix = std::string(latency_parameters()[i].name) + " = ";
+    if (!(*params)[i].starts_with(prefix)) return std::nullopt;
+    const auto v = integer_of((*params)[i].substr(prefix.size()));
+    if (!v) return std::nullopt;
+    m.*latency_parameters()[i].field = *v;
+  }
+  m.splits.clear();
+  m.pack_gqa.clear();
+  m.sm_margins.clear();
+  for (const auto& s : *splits) {
+    const auto v = integer_of(s);
+    if (!v || *v > kMaxSplits) return std::nullopt;
+    m.splits.push_back(static_cast<int>(*v));
+  }
+  for (const auto& p : *packs) {
+    if (p != "true" && p != "false") return std::nullopt;
+    m.pack_gqa.push_back(p == "true");
+  }
+  for (const auto& s : *margins) {
+    const auto v = integer_of(s);
+    if (!v || *v > 65536) return std::nullopt;
+    m.sm_margins.push_back(static_cast<int>(*v));
+  }
+  try {
+    validate(m);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+  if (render_lua(m) != src) return std::nullopt;
+  return m;
+}
+
+nlohmann::json to_json(const LatencyModel& m) {
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& p : latency_parameters()) params[p.name] = m.*p.field;
+  return {{"splits", m.splits}, {"pack_gqa", m.pack_gqa}, {"sm_margins", m.sm_margins}, {"parameters", params}};
+}
+
+LatencyModel latency_model_from_json(const nlohmann::json& j, const std::string& path) {
+  JsonReader r(j, path);
+  r.allow_only({"splits", "pack_gqa", "sm_margins", "parameters"});
+  LatencyModel m;
+  auto ints = [&](const char* field) {
+    const auto* v = r.member(field);
+    if (!v || !v->is_array()) throw InputError(r.path_of(field) + ": expected an array of integers");
+    std::vector<int> out;
+    for (std::size_t i = 0; i < v->size(); ++i)
+      out.push_back(static_cast<int>(json_integer((*v)[i], r.path_of(field) + "[" + std::to_string(i) + "]")));
+    return out;
+  };
+  m.splits = ints("splits");
+  m.sm_margins = ints("sm_margins");
+  const auto* packs = r.member("pack_gqa");
+  if (!packs || !packs->is_array()) throw InputError(r.path_of("pack_gqa") + ": expected an array of booleans");
+  m.pack_gqa.clear();
+  for (std::size_t i = 0; i < packs->size(); ++i) {
+    if (!(*packs)[i].is_boolean())
+      throw InputError(r.path_of("pack_gqa") + "[" + std::to_string(i) + "]: expected a boolean, got " + json_kind((*packs)[i]));
+    m.pack_gqa.push_back((*packs)[i].get<bool>());
+  }
+  const auto* params = r.member("parameters");
+  if (!params) throw InputError(r.path_of("parameters") + ": missing");
+  JsonReader pr(*params, r.path_of("parameters"));
+  for (const auto& p : latency_parameters()) m.*p.field = pr.required_integer(p.name);
+  pr.finish();
+  r.finish();
+  validate(m, path);
+  return m;
+}
+
+}  // namespace evodispatch

@@ -1,0 +1,144 @@
+// The latency model of the model-based program family (heuristics/latency_model.hpp):
+// its Lua rendering and its C++ twin agree exactly, the rendering is recognised back, and
+// bad models are refused with the field named.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/heuristics/dispatch_script.hpp>
+#include <evodispatch/heuristics/latency_model.hpp>
+
+using namespace evodispatch;
+
+namespace {
+
+DeviceInfo h100() {
+  DeviceInfo hw;
+  hw.name = "H100 SXM";
+  hw.num_sms = 132;
+  hw.l2_bytes = 50 << 20;
+  hw.mem_bw_bytes_per_s = 3.35e12;
+  hw.cc = 90;
+  return hw;
+}
+
+Shape decode(int batch, int seqlen_k, int h_q, int h_kv, int head_dim = 128) {
+  Shape s;
+  s.batch = batch;
+  s.seqlen_k = seqlen_k;
+  s.h_q = h_q;
+  s.h_kv = h_kv;
+  s.head_dim = head_dim;
+  return s;
+}
+
+// Random decode and speculative shapes over the whole contract, extremes included.
+std::vector<Shape> random_shapes(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
+  std::vector<Shape> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    Shape s = decode(pick({1, 2, 3, 7, 16, 33, 128, 1000, 65536}), pick({1, 64, 100, 4097, 100000, 1 << 20}), 0,
+                     pick({1, 2, 8, 32}), pick({64, 128, 256}));
+    s.h_q = s.h_kv * pick({1, 4, 8, 71});
+    s.seqlen_q = pick({1, 1, 4, 16});
+    s.dtype = rng() % 3 == 0 ? Dtype::fp8 : Dtype::bf16;
+    out.push_back(s);
+  }
+  return out;
+}
+
+LatencyModel odd_model() {
+  LatencyModel m;
+  m.splits = {1, 3, 5, 17, 128};
+  m.pack_gqa = {false, true};
+  m.sm_margins = {0, 8};
+  m.ctas_per_sm = 3;
+  m.cta_ps = 1234;
+  m.tile_ps = 777;
+  m.row_ps = 31;
+  m.dram_ps_per_kib = 301;
+  m.sm_ps_per_kib = 19000;
+  m.combine_ps = 4100;
+  m.combine_row_ps = 77;
+  return m;
+}
+
+}  // namespace
+
+TEST(LatencyModel, TheLuaProgramDecidesExactlyAsTheCppTwin) {
+  for (const LatencyModel& m : {LatencyModel{}, odd_model()}) {
+    auto script = DispatchScript::load("model", render_lua(m));
+    for (const Shape& s : random_shapes(400, 7)) {
+      const DispatchOutcome out = script->dispatch(s, h100());
+      ASSERT_TRUE(out.ok()) << out.error << " on " << describe(s);
+      EXPECT_EQ(out.decision, model_decision(m, s, h100())) << describe(s);
+    }
+  }
+}
+
+TEST(LatencyModel, ItIsTheArgminOfItsPredictions) {
+  const LatencyModel m = odd_model();
+  for (const Shape& s : random_shapes(100, 3)) {
+    const Decision d = model_decision(m, s, h100());
+    const std::int64_t chosen = predict_ps(m, s, h100(), d.num_splits, *d.pack_gqa, d.sm_margin);
+    for (int g : m.sm_margins)
+      for (bool p : m.pack_gqa)
+        for (int k : m.splits) EXPECT_LE(chosen, predict_ps(m, s, h100(), k, p, g)) << describe(s);
+  }
+}
+
+TEST(LatencyModel, FewCtasOnALongCacheSplitAndAFullGpuDoesNot) {
+  const LatencyModel m;
+  EXPECT_GE(model_decision(m, decode(1, 100000, 64, 1), h100()).num_splits, 16);
+  EXPECT_EQ(model_decision(m, decode(128, 4096, 64, 8), h100()).num_splits, 1);
+}
+
+TEST(LatencyModel, ARenderingIsRecognisedAndAnEditedOneIsNot) {
+  const std::string lua = render_lua(odd_model());
+  ASSERT_TRUE(latency_model_of(lua).has_value());
+  EXPECT_EQ(*latency_model_of(lua), odd_model());
+  std::string edited = lua;
+  edited.replace(edited.find("(a + b - 1)"), 11, "(a + b + 1)");
+  EXPECT_FALSE(latency_model_of(edited).has_value());
+  std::string param = lua;
+  param.replace(param.find("cta_ps = 1234"), 13, "cta_ps = 1235");
+  ASSERT_TRUE(latency_model_of(param).has_value());  // a perturbed parameter is still a model
+  EXPECT_EQ(latency_model_of(param)->cta_ps, 1235);
+  EXPECT_FALSE(latency_model_of("function dispatch(s, hw) return {num_splits = 1} end\n").has_value());
+  EXPECT_FALSE(latency_model_of("").has_value());
+}
+
+TEST(LatencyModel, JsonRoundTripsAndRefusesWhatItDoesNotKnow) {
+  const LatencyModel m = odd_model();
+  EXPECT_EQ(latency_model_from_json(to_json(m)), m);
+  nlohmann::json extra = to_json(m);
+  extra["parameters"]["tile_us"] = 1;
+  EXPECT_THROW(
+      {
+        try {
+          latency_model_from_json(extra, "$.model");
+        } catch (const InputError& e) {
+          EXPECT_NE(std::string(e.what()).find("$.model.parameters"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      InputError);
+  nlohmann::json bad = to_json(m);
+  bad["splits"] = {0, 2};
+  EXPECT_THROW(latency_model_from_json(bad), InputError);
+  bad = to_json(m);
+  bad["parameters"]["ctas_per_sm"] = 0;
+  EXPECT_THROW(latency_model_from_json(bad), InputError);
+}
+
+TEST(LatencyModel, HugeShapesSaturateInsteadOfOverflowing) {
+  LatencyModel m;
+  for (const auto& p : latency_parameters()) m.*p.field = p.hi;
+  Shape s = decode(65536, 1 << 20, 4096, 1, 256);
+  EXPECT_GT(predict_ps(m, s, h100(), 1, true, 131), 0);
+  auto script = DispatchScript::load("model", render_lua(m));
+  EXPECT_EQ(script->dispatch(s, h100()).decision, model_decision(m, s, h100()));
+}
