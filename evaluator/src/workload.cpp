@@ -314,6 +314,14 @@ Workload parse_workload(std::string_view text, const std::string& source, const 
   }
 }
 
+Workload resample_domain(Workload w, std::size_t samples) {
+  if (!w.domain) throw InputError("workload " + w.name + " is not a domain: it cannot draw more shapes");
+  w.shapes.resize(w.shapes.size() - std::min(w.shapes.size(), w.domain->samples));
+  w.domain->samples = samples;
+  append_domain_sample(*w.domain, w.shapes);
+  return w;
+}
+
 std::vector<std::string> workload_names() {
   std::vector<std::string> names;
   for (const auto& f : embedded::workload_files()) names.push_back(stem_of(std::string(f.name)));

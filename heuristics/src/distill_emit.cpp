@@ -2,6 +2,8 @@
 // distilled heuristic's directory.
 #include <evodispatch/heuristics/distill.hpp>
 
+#include "distill_model_emit.hpp"
+
 #include <fstream>
 #include <sstream>
 
@@ -264,6 +266,7 @@ std::string emit_cpp_header(const DecisionFunction& fn) {
     << "struct DeviceInfo {\n  int num_sms = 132;\n  int cc = 90;\n};\n\n"
     << "struct Decision {\n  int num_splits = 1;\n  int pack_gqa = 0;\n  int sm_margin = 0;\n};\n";
   if (fn.fallback == Fallback::fa3) o << kCppFa3;
+  if (fn.model) o << emit_model_cpp(*fn.model);
   o << "\nnamespace detail {\n"
     << "inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {\n"
     << "  std::int64_t q = a / b;\n  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;\n  return q;\n}\n"
@@ -287,7 +290,8 @@ std::string emit_cpp_header(const DecisionFunction& fn) {
       << "    Decision d;\n    d.num_splits = " << split_expr(r.num_splits, false) << ";\n"
       << "    d.pack_gqa = " << pack << ";\n    d.sm_margin = " << r.sm_margin << ";\n    return d;\n  }\n";
   }
-  if (fn.fallback == Fallback::fa3) o << "  return detail::fa3_dispatch(s, hw);\n";
+  if (fn.model) o << "  return detail::model_dispatch(s, hw, detail::fa3_dispatch(s, hw));\n";
+  else if (fn.fallback == Fallback::fa3) o << "  return detail::fa3_dispatch(s, hw);\n";
   else o << "  return Decision{1, pack_default, 0};  // not reached: the last rule always holds\n";
   o << "}\n\n}  // namespace distilled\n}  // namespace evodispatch\n";
   return o.str();
@@ -310,6 +314,7 @@ std::string emit_python(const DecisionFunction& fn) {
     << "import json as _json\nimport math as _math\nimport struct as _struct\nimport sys as _sys\n\n"
     << "PROVENANCE = _json.loads(" << nlohmann::json(fn.provenance.dump()).dump() << ")\n";
   if (fn.fallback == Fallback::fa3) o << kPyFa3;
+  if (fn.model) o << emit_model_python(*fn.model);
   o << "\n\ndef dispatch(shape, hw):\n"
     << "    batch = shape[\"batch\"]\n    seqlen_q = shape[\"seqlen_q\"]\n    seqlen_k = shape[\"seqlen_k\"]\n"
     << "    h_q = shape[\"h_q\"]\n    h_kv = shape[\"h_kv\"]\n    head_dim = shape[\"head_dim\"]\n"
@@ -325,7 +330,8 @@ std::string emit_python(const DecisionFunction& fn) {
       << "        return {\"num_splits\": " << split_expr(r.num_splits, true) << ", \"pack_gqa\": " << pack
       << ", \"sm_margin\": " << r.sm_margin << "}\n";
   }
-  if (fn.fallback == Fallback::fa3) o << "    return _fa3_dispatch(shape, hw)\n";
+  if (fn.model) o << "    return _model_dispatch(shape, hw, _fa3_dispatch(shape, hw))\n";
+  else if (fn.fallback == Fallback::fa3) o << "    return _fa3_dispatch(shape, hw)\n";
   else o << "    return {\"num_splits\": 1, \"pack_gqa\": pack_default, \"sm_margin\": 0}  # not reached\n";
   o << R"PY(
 

@@ -81,6 +81,7 @@ Decision evaluate(const DecisionFunction& fn, const Shape& s, const DeviceInfo& 
     d.sm_margin = r.sm_margin;
     return resolve(d, s);
   }
+  if (fn.model) return model_decision(*fn.model, s, hw, fa3_reference(s, hw));
   if (fn.fallback == Fallback::fa3) return resolve(fa3_reference(s, hw), s);
   throw InputError("distilled function: no rule holds for " + describe(s) + " and there is no fallback");
 }
@@ -95,6 +96,10 @@ std::vector<Feature> features_used(const DecisionFunction& fn) {
     }
     if (r.num_splits.ceil_div) fs.insert(r.num_splits.ceil_div->of);
   }
+  if (fn.model)
+    for (Feature f : {Feature::batch, Feature::seqlen_q, Feature::seqlen_k, Feature::h_q, Feature::h_kv, Feature::head_dim,
+                      Feature::dtype, Feature::num_sms})
+      fs.insert(f);
   return {fs.begin(), fs.end()};
 }
 
@@ -163,15 +168,17 @@ nlohmann::json to_json(const DecisionFunction& fn) {
                      {"pack_gqa", r.pack_gqa ? nlohmann::json(*r.pack_gqa) : nlohmann::json(nullptr)},
                      {"sm_margin", r.sm_margin}});
   }
-  return {{"schema", kSchemaVersion},
-          {"method", fn.method},
-          {"fallback", fn.fallback == Fallback::fa3 ? "fa3" : "none"},
-          {"rules", rules},
-          {"provenance", fn.provenance}};
+  nlohmann::json j = {{"schema", kSchemaVersion},
+                      {"method", fn.method},
+                      {"fallback", fn.fallback == Fallback::fa3 ? "fa3" : "none"},
+                      {"rules", rules},
+                      {"provenance", fn.provenance}};
+  if (fn.model) j["model"] = to_json(*fn.model);
+  return j;
 }
 
 DecisionFunction decision_function_from_json(const nlohmann::json& j, const std::string& path) {
-  allow_only(j, path, {"schema", "method", "fallback", "rules", "provenance"});
+  allow_only(j, path, {"schema", "method", "fallback", "rules", "model", "provenance"});
   DecisionFunction fn;
   const int schema = get_small(member(j, "schema", path), path + ".schema", 1, 1000);
   if (schema != kSchemaVersion)
@@ -236,6 +243,10 @@ DecisionFunction decision_function_from_json(const nlohmann::json& j, const std:
     fn.rules.push_back(std::move(r));
   }
   if (j.contains("provenance")) fn.provenance = j["provenance"];
+  if (j.contains("model")) {
+    fn.model = latency_model_from_json(j["model"], path + ".model");
+    if (fn.fallback != Fallback::fa3) bad(path + ".model", "a latency model needs fallback \"fa3\" (its baseline)");
+  }
   if (fn.fallback == Fallback::none && (fn.rules.empty() || !fn.rules.back().when.empty()))
     bad(path + ".rules", "with fallback \"none\" the last rule must be unconditional");
   return fn;

@@ -47,6 +47,7 @@ const std::vector<LatencyParameter>& latency_parameters() {
       {"sm_ps_per_kib", &LatencyModel::sm_ps_per_kib, 0, 100'000'000},
       {"combine_ps", &LatencyModel::combine_ps, 0, 100'000'000},
       {"combine_row_ps", &LatencyModel::combine_row_ps, 0, 100'000'000},
+      {"min_gain_permille", &LatencyModel::min_gain_permille, 0, 999},
   };
   return params;
 }
@@ -82,9 +83,9 @@ std::int64_t predict_ps(const LatencyModel& m, const Shape& s, const DeviceInfo&
   return t;
 }
 
-Decision model_decision(const LatencyModel& m, const Shape& s, const DeviceInfo& hw) {
+Decision model_decision(const LatencyModel& m, const Shape& s, const DeviceInfo& hw, const Decision& baseline) {
   std::optional<std::int64_t> best;
-  Decision d{m.splits.front(), m.pack_gqa.front(), 0};
+  Decision d;
   for (int margin : m.sm_margins) {
     if (margin >= hw.num_sms) continue;
     for (bool pack : m.pack_gqa)
@@ -96,10 +97,18 @@ Decision model_decision(const LatencyModel& m, const Shape& s, const DeviceInfo&
         }
       }
   }
+  const Decision b = resolve(baseline, s);
+  const std::int64_t base_t = predict_ps(m, s, hw, b.num_splits, *b.pack_gqa, b.sm_margin);
+  if (!best || mul(*best, 1000) >= mul(base_t, 1000 - m.min_gain_permille)) return b;
   return resolve(d, s);
 }
 
-std::string render_lua(const LatencyModel& m) {
+namespace {
+constexpr std::string_view kBaselineOpen = "local baseline_dispatch\ndo\n";
+constexpr std::string_view kBaselineClose = "baseline_dispatch = dispatch\nend\n";
+}  // namespace
+
+std::string render_lua(const LatencyModel& m, std::string_view baseline_source) {
   std::ostringstream o;
   o << "local M = {";
   const auto& params = latency_parameters();
@@ -110,6 +119,9 @@ std::string render_lua(const LatencyModel& m) {
   for (std::size_t i = 0; i < m.pack_gqa.size(); ++i) o << (i ? ", " : "") << (m.pack_gqa[i] ? "true" : "false");
   o << "}\n";
   o << "local MARGINS = {" << int_list(m.sm_margins) << "}\n";
+  o << kBaselineOpen << baseline_source;
+  if (!baseline_source.empty() && !baseline_source.ends_with('\n')) o << "\n";
+  o << kBaselineClose;
   o << R"LUA(local CAP = 1 << 60
 local function mul(a, b) if a ~= 0 and b > CAP // a then return CAP end return a * b end
 local function ceil_div(a, b) return (a + b - 1) // b end
@@ -134,7 +146,7 @@ local function predict_ps(s, hw, k, pack, margin)
   return t
 end
 function dispatch(s, hw)
-  local best, d = nil, {num_splits = SPLITS[1], pack_gqa = PACK[1], sm_margin = 0}
+  local best, d = nil, nil
   for _, margin in ipairs(MARGINS) do
     if margin < hw.num_sms then
       for _, pack in ipairs(PACK) do
@@ -148,6 +160,11 @@ function dispatch(s, hw)
       end
     end
   end
+  local b = baseline_dispatch(s, hw)
+  local b_pack = b.pack_gqa
+  if b_pack == nil then b_pack = s.qpk > 1 end
+  local b_t = predict_ps(s, hw, b.num_splits, b_pack, b.sm_margin or 0)
+  if best == nil or mul(best, 1000) >= mul(b_t, 1000 - M.min_gain_permille) then return b end
   return d
 end
 )LUA";
@@ -178,21 +195,25 @@ std::optional<std::int64_t> integer_of(const std::string& text) {
 
 }  // namespace
 
-std::optional<LatencyModel> latency_model_of(std::string_view src) {
+std::optional<ModelScript> latency_model_of(std::string_view src) {
   std::vector<std::string_view> lines;
-  for (std::size_t at = 0; at < src.size() && lines.size() < 4;) {
+  std::size_t at = 0;
+  while (at < src.size() && lines.size() < 4) {
     const std::size_t nl = src.find('\n', at);
     if (nl == std::string_view::npos) return std::nullopt;
     lines.push_back(src.substr(at, nl - at));
     at = nl + 1;
   }
-  if (lines.size() < 4) return std::nullopt;
+  if (lines.size() < 4 || src.substr(at, kBaselineOpen.size()) != kBaselineOpen) return std::nullopt;
+  const std::size_t close = src.rfind(kBaselineClose);
+  if (close == std::string_view::npos || close < at + kBaselineOpen.size()) return std::nullopt;
   const auto params = braced_items(lines[0], "local M = {");
   const auto splits = braced_items(lines[1], "local SPLITS = {");
   const auto packs = braced_items(lines[2], "local PACK = {");
   const auto margins = braced_items(lines[3], "local MARGINS = {");
   if (!params || !splits || !packs || !margins || params->size() != latency_parameters().size()) return std::nullopt;
-  LatencyModel m;
+  ModelScript out;
+  LatencyModel& m = out.model;
   for (std::size_t i = 0; i < params->size(); ++i) {
     const std::string prefix = std::string(latency_parameters()[i].name) + " = ";
     if (!(*params)[i].starts_with(prefix)) return std::nullopt;
@@ -222,8 +243,10 @@ std::optional<LatencyModel> latency_model_of(std::string_view src) {
   } catch (const InputError&) {
     return std::nullopt;
   }
-  if (render_lua(m) != src) return std::nullopt;
-  return m;
+  const std::size_t begin = at + kBaselineOpen.size();
+  out.baseline_source = std::string(src.substr(begin, close - begin));
+  if (render_lua(m, out.baseline_source) != src) return std::nullopt;
+  return out;
 }
 
 nlohmann::json to_json(const LatencyModel& m) {

@@ -1,5 +1,6 @@
 #include <evodispatch/search/distill_adapter.hpp>
 
+#include <evodispatch/heuristics/latency_model.hpp>
 #include <evodispatch/heuristics/policy.hpp>
 
 namespace evodispatch::search {
@@ -37,10 +38,14 @@ distill::SplitExpr to_split_expr(const SplitExpr& e) {
   return out;
 }
 
-bool base_is_fa3(const Program& p) {
+namespace {
+bool is_fa3_source(const std::string& canonical_source) {
   static const std::string fa3 = base_program("fa3", *builtin_policy_source("fa3")).base_source;
-  return p.base_source == fa3;
+  return canonical_source == fa3;
 }
+}  // namespace
+
+bool base_is_fa3(const Program& p) { return is_fa3_source(p.base_source); }
 
 distill::DecisionFunction to_decision_function(const Program& p, const DeviceInfo& hw,
                                                const std::vector<Shape>& shapes) {
@@ -56,6 +61,14 @@ distill::DecisionFunction to_decision_function(const Program& p, const DeviceInf
   if (base_is_fa3(p)) {
     fn.fallback = distill::Fallback::fa3;
     fn.method = "rules";
+    return fn;
+  }
+  // A latency model in front of FA3's own dispatch is exported as the model itself: exact
+  // on every shape, where a tree would only copy it on the grid.
+  if (auto script = latency_model_of(p.base_source); script && is_fa3_source(script->baseline_source)) {
+    fn.model = script->model;
+    fn.fallback = distill::Fallback::fa3;
+    fn.method = p.rules.empty() ? "model" : "rules+model";
     return fn;
   }
   SandboxLimits limits;  // generous: fitting is about decisions, not the call budget

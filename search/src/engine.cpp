@@ -62,7 +62,8 @@ std::unique_ptr<SearchEngine> SearchEngine::start(results::Database& db, SearchC
   const SearchConfig& c = impl->config;
   Evaluator& ev = *impl->options.evaluators.front();
 
-  const Workload workload = load_workload(c.workload);
+  Workload workload = load_workload(c.workload);
+  if (c.domain_samples > 0) workload = resample_domain(std::move(workload), static_cast<std::size_t>(c.domain_samples));
   const std::string seed_spec = c.seed_policy.empty() ? c.baseline : c.seed_policy;
   // The sources are stored with the run, so a resumed run never rereads a file that
   // may have changed since.
@@ -374,6 +375,7 @@ nlohmann::json SearchEngine::Impl::state_json() const {
           {"empty_steps", counters.empty_steps},
           {"elapsed_s", counters.elapsed_s},
           {"setup_s", counters.setup_s},
+          {"model_fit", model_fit},
           {"islands", isl}};
 }
 
@@ -397,6 +399,8 @@ void SearchEngine::Impl::load_state(const nlohmann::json& j) {
   counters.empty_steps = r.integer("empty_steps").value_or(0);
   counters.elapsed_s = r.number("elapsed_s").value_or(0);
   counters.setup_s = r.number("setup_s").value_or(0);
+  const auto* fit = r.member("model_fit");
+  model_fit = fit ? *fit : nlohmann::json(nullptr);
   elapsed_before = counters.elapsed_s;
   setup_before = counters.setup_s;
   session_start = std::chrono::steady_clock::now();
@@ -477,6 +481,13 @@ Program SearchEngine::Impl::program_of(const Record& r) const {
   p.base_name = r.base_name;
   p.base_source = bases.at(r.base_key);
   return p;
+}
+
+bool SearchEngine::Impl::is_model(const Record& r) const {
+  if (!r.has_program) return false;
+  auto it = model_bases.find(r.base_key);
+  if (it == model_bases.end()) it = model_bases.emplace(r.base_key, latency_model_of(bases.at(r.base_key)).has_value()).first;
+  return it->second;
 }
 
 Program SearchEngine::Impl::verified(const Program& p) const {

@@ -88,6 +88,9 @@ class FinalPhase {
   results::ComparisonRecord compare_with_baseline(std::int64_t program, std::size_t shape, Evaluator& ev);
   std::optional<std::size_t> pick_winner(const std::vector<std::size_t>& order) const;
   nlohmann::json finalists_json(const std::vector<std::size_t>& order) const;
+  nlohmann::json families_json(const std::vector<std::size_t>& order, std::optional<std::size_t> winner,
+                               const nlohmann::json& winner_test);
+  std::string family_name(std::int64_t id) const;
 
   SearchEngine::Impl& e_;
   std::vector<Finalist> fins_;
@@ -133,6 +136,11 @@ std::vector<std::int64_t> SearchEngine::Impl::finalists() const {
     for (std::int64_t id : sorted)
       if (seen.insert(records.at(id).speedups).second) ids.push_back(id);
   }
+  // Both program families reach the validation split: each one's best is a finalist.
+  for (bool model : {false, true}) {
+    auto best = std::find_if(all.begin(), all.end(), [&](std::int64_t id) { return is_model(records.at(id)) == model; });
+    if (best != all.end() && std::find(ids.begin(), ids.end(), *best) == ids.end()) ids.push_back(*best);
+  }
   std::sort(ids.begin(), ids.end(), by_score);
   return ids;
 }
@@ -165,6 +173,7 @@ nlohmann::json FinalPhase::run() {
   nlohmann::json result = e_.summary(winner ? std::optional(fins_[*winner].id) : std::nullopt, finalists_json(order));
   result["test"] = e_.test_report(winner ? std::optional(e_.program_of(e_.records.at(fins_[*winner].id)))
                                          : std::nullopt);
+  result["families"] = families_json(order, winner, result["test"]);
   if (winner) {
     const Finalist& f = fins_[*winner];
     auto& w = result["winner"];
@@ -424,12 +433,42 @@ std::optional<std::size_t> FinalPhase::pick_winner(const std::vector<std::size_t
   return winner;
 }
 
+// Each program family's best usable finalist (by validation) with its figures, the winner's
+// family named, and on the test split the runner-up family measured too: the report says
+// which family wins on shapes neither saw.
+nlohmann::json FinalPhase::families_json(const std::vector<std::size_t>& order, std::optional<std::size_t> winner,
+                                         const nlohmann::json& winner_test) {
+  if (e_.model_fit.is_null()) return nullptr;
+  nlohmann::json j = {{"model_fit", e_.model_fit}, {"winner", nullptr}};
+  if (winner) j["winner"] = family_name(fins_[*winner].id);
+  for (bool model : {false, true}) {
+    const std::string name = model ? "model" : "rules";
+    auto best = std::find_if(order.begin(), order.end(), [&](std::size_t i) {
+      return fins_[i].usable() && e_.is_model(e_.records.at(fins_[i].id)) == model;
+    });
+    if (best == order.end()) {
+      j[name] = nullptr;
+      continue;
+    }
+    const Finalist& f = fins_[*best];
+    nlohmann::json fam = {{"program_id", f.id}, {"rules", e_.records.at(f.id).rules.size()},
+                          {"validation", split_figures(f.geomean, f.worst, f.worst_shape, f.oracle_fraction,
+                                                       e_.split.validation.size())}};
+    fam["test"] = winner && *best == *winner ? winner_test : e_.test_report(e_.program_of(e_.records.at(f.id)));
+    j[name] = fam;
+  }
+  return j;
+}
+
+std::string FinalPhase::family_name(std::int64_t id) const { return e_.is_model(e_.records.at(id)) ? "model" : "rules"; }
+
 nlohmann::json FinalPhase::finalists_json(const std::vector<std::size_t>& order) const {
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t i : order) {
     const Finalist& f = fins_[i];
     const Record& r = e_.records.at(f.id);
-    nlohmann::json j = {{"program_id", f.id}, {"rules", static_cast<int>(r.rules.size())}, {"changed_shapes", f.changed},
+    nlohmann::json j = {{"program_id", f.id}, {"family", family_name(f.id)}, {"rules", static_cast<int>(r.rules.size())},
+                        {"changed_shapes", f.changed},
                         {"train_geomean", r.geomean}, {"train_worst", r.worst}};
     if (f.ok) {
       j["validation_geomean"] = f.geomean;
@@ -453,26 +492,38 @@ nlohmann::json FinalPhase::finalists_json(const std::vector<std::size_t>& order)
   return out;
 }
 
+// Rules that put a validation shape under the floor are dropped; when a latency-model base
+// decided it, the model asks for twice the predicted gain before it overrides the baseline.
 std::optional<Program> SearchEngine::Impl::repair(Program p) {
-  const std::size_t rounds = p.rules.size();
+  const std::size_t rounds = p.rules.size() + 10;
   for (std::size_t round = 0; round <= rounds; ++round) {
     const CheckResult check = full_checker->check_one(p);
     if (!check.ok) return std::nullopt;
     const auto us = latencies(check.decisions, split.validation, *measurer);
     std::set<std::size_t> drop;
+    bool base_under = false;
     for (std::size_t k = 0; k < split.validation.size(); ++k) {
       const auto s = static_cast<std::size_t>(split.validation[k]);
       if (baseline_us[s] / us[k] >= config.fitness.floor) continue;  // NaN: under
       std::size_t i = 0;
       while (i < p.rules.size() && !holds(p.rules[i], features[s])) ++i;
-      if (i == p.rules.size()) return std::nullopt;  // the base decided it: no rule to drop
-      drop.insert(i);
+      if (i == p.rules.size()) base_under = true;
+      else drop.insert(i);
     }
-    if (drop.empty()) return round == 0 ? std::nullopt : std::optional<Program>(p);
+    if (drop.empty() && !base_under) return round == 0 ? std::nullopt : std::optional<Program>(p);
     for (auto it = drop.rbegin(); it != drop.rend(); ++it) p.rules.erase(p.rules.begin() + static_cast<long>(*it));
+    if (base_under && !(drop.empty() && more_cautious(p))) return std::nullopt;  // no rule to drop, no model to calm
     p = normalise(p, config.decisions.max_splits);
   }
   return std::nullopt;
+}
+
+bool SearchEngine::Impl::more_cautious(Program& p) const {
+  auto script = latency_model_of(p.base_source);
+  if (!script || script->model.min_gain_permille >= 999) return false;
+  script->model.min_gain_permille = std::min<std::int64_t>(999, std::max<std::int64_t>(10, script->model.min_gain_permille * 2));
+  p.base_source = render_lua(script->model, script->baseline_source);
+  return true;
 }
 
 // A repaired program goes through the step's cascade and commit like any candidate,
@@ -548,6 +599,7 @@ nlohmann::json SearchEngine::Impl::winner_json(const Record& r) const {
   }
   return {{"program_id", r.id},
           {"hash", r.hash},
+          {"family", is_model(r) ? "model" : "rules"},
           {"origin", r.origin},
           {"generation", r.generation},
           {"island", r.island},

@@ -25,6 +25,7 @@
 #include <evodispatch/search/evaluation_details.hpp>
 #include <evodispatch/search/engine.hpp>
 #include <evodispatch/search/fitness.hpp>
+#include <evodispatch/search/latency_fit.hpp>
 #include <evodispatch/search/measurer.hpp>
 #include <evodispatch/search/operators.hpp>
 #include <evodispatch/search/program.hpp>
@@ -147,6 +148,9 @@ struct SearchEngine::Impl {
   std::vector<double> estimate_baseline_us;
 
   OperatorContext operators;
+  // The latency model's fit (to_json(LatencyFit)) when the run seeded the model family;
+  // null otherwise. Part of the run state: a resumed run reports it without refitting.
+  nlohmann::json model_fit;
 
   // The search state.
   Rng rng;
@@ -192,6 +196,9 @@ struct SearchEngine::Impl {
   // unchanged, which is almost always: hashing a base costs more than comparing it).
   std::string base_key_for(const Program& child, const Record* parent);
   Program program_of(const Record&) const;
+  // Whether the program belongs to the model-based family (its base is a latency model).
+  bool is_model(const Record&) const;
+  mutable std::unordered_map<std::string, bool> model_bases;  // base key -> is a latency model
   // A candidate's rules confined to what the training shapes verified (verify_boxes), when
   // the config asks for it.
   Program verified(const Program&) const;
@@ -207,7 +214,9 @@ struct SearchEngine::Impl {
   std::vector<LatencyRequest> train_requests(const std::vector<Decision>& train_decisions) const;
 
   // --- engine_step.cpp
-  void seed_run();  // step 0 of a fresh run: the seed program in every island
+  void seed_run();  // step 0 of a fresh run: the seed program (and the model) in the islands
+  std::optional<Candidate> model_seed();
+  bool seed_joins(const Record&, std::size_t island) const;
   bool step();
   std::vector<Candidate> generate();
   std::optional<Candidate> make_candidate(int island, const std::unordered_set<std::string>& step_hashes,
@@ -247,6 +256,9 @@ struct SearchEngine::Impl {
   // A program without the rules that put validation shapes under the floor; nullopt
   // when nothing is to repair or a base decision is under the floor.
   std::optional<Program> repair(Program p);
+  // A latency-model base asking twice the predicted gain before it overrides the baseline;
+  // false when the base is no model (or already as cautious as it gets).
+  bool more_cautious(Program& p) const;
   // A repaired program, stored and scored on the training shapes (or the stored one with
   // its hash); 0 when it cannot be scored.
   std::int64_t store_repaired(const Program& p, std::int64_t parent);

@@ -12,6 +12,8 @@
 #include <evodispatch/search/external_mutator.hpp>
 #include <evodispatch/search/hash.hpp>
 
+#include <evodispatch/search/lua_text.hpp>
+
 #include "engine_impl.hpp"
 
 namespace evodispatch::search {
@@ -49,9 +51,36 @@ void SearchEngine::Impl::seed_run() {
   c.origin = "seed";
   std::vector<Candidate> cands;
   cands.push_back(std::move(c));
+  if (auto model = model_seed()) cands.push_back(std::move(*model));
   evaluate_and_commit(std::move(cands), Admission::seed);
-  if (counters.best == 0 && records.size() == 1 && !records.begin()->second.scored)
-    throw InputError("the seed policy " + spec + " fails the sandbox check; see the run's evaluations");
+  const bool seed_scored = std::any_of(records.begin(), records.end(),
+                                       [](const auto& r) { return r.second.origin == "seed" && r.second.scored; });
+  if (!seed_scored) throw InputError("the seed policy " + spec + " fails the sandbox check; see the run's evaluations");
+}
+
+// The model-based family's first program: the latency model fitted to the oracle's
+// measurements of the training shapes, as the base of an empty rule list.
+std::optional<Candidate> SearchEngine::Impl::model_seed() {
+  model_fit = nullptr;
+  if (!config.model.enabled || operators.train_table.empty()) return std::nullopt;
+  report("setup", "fitting the latency model to the oracle's measurements");
+  LatencySamples samples;
+  for (std::size_t k = 0; k < split.train.size(); ++k) samples.shapes.push_back(workload.shapes[static_cast<std::size_t>(split.train[k])]);
+  samples.us = operators.train_table;
+  samples.baseline_us = operators.train_baseline_us;
+  for (int i : split.train) samples.baseline.push_back(baseline_decisions[static_cast<std::size_t>(i)]);
+  samples.oracle_us = operators.train_oracle_us;
+  const DeviceInfo& hw = options.evaluators.front()->device();
+  const LatencyModel prior = prior_model(hw, config.oracle.split_values(), config.oracle.pack_gqa, config.oracle.sm_margins);
+  const LatencyFit fit = fit_latency_model(samples, hw, prior, fitness_options(), config.seed, config.model.restarts);
+  model_fit = to_json(fit);
+  Candidate c;
+  c.program = normalise(base_program("model", render_lua(fit.model, canonical_lua(baseline_source))),
+                        config.decisions.max_splits);
+  c.base_key = base_key_for(c.program, nullptr);
+  c.hash = program_hash(c.program, c.base_key);
+  c.origin = "model";
+  return c;
 }
 
 bool SearchEngine::Impl::step() {
@@ -436,7 +465,8 @@ void SearchEngine::Impl::offer(std::int64_t id, int island, Admission admission,
     remember(isl, id, config.islands.recent);
   };
   if (admission == Admission::seed) {
-    for (auto& isl : islands) join(isl);
+    for (std::size_t i = 0; i < islands.size(); ++i)
+      if (seed_joins(r, i)) join(islands[i]);
   } else {
     join(islands[static_cast<std::size_t>(island)]);
   }
@@ -444,6 +474,13 @@ void SearchEngine::Impl::offer(std::int64_t id, int island, Admission admission,
     counters.best = id;
     improved = true;
   }
+}
+
+// With both families seeded, the even islands start from the seed and the odd ones from
+// the model, so neither crowds the other out of its archive before the search has begun.
+bool SearchEngine::Impl::seed_joins(const Record& r, std::size_t island) const {
+  if (model_fit.is_null() || islands.size() < 2) return true;
+  return (island % 2 == 1) == (r.origin == "model");
 }
 
 void SearchEngine::Impl::end_step(bool improved, std::int64_t added) {

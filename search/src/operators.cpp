@@ -5,6 +5,7 @@
 #include <limits>
 #include <span>
 
+#include <evodispatch/heuristics/latency_model.hpp>
 #include <evodispatch/search/lua_text.hpp>
 
 namespace evodispatch::search {
@@ -357,8 +358,25 @@ std::optional<Program> crossover(const Program& parent, std::span<const Program*
   return child;
 }
 
+// A latency-model base evolves through its parameters (the model stays a model, so its
+// exports keep it); any other base through one numeric literal of its source.
+std::optional<std::string> perturb_latency_model(const std::string& source, Rng& rng) {
+  auto script = latency_model_of(source);
+  if (!script) return std::nullopt;
+  const auto& params = latency_parameters();
+  const auto& p = params[rng.below(params.size())];
+  std::int64_t& v = script->model.*p.field;
+  const std::int64_t was = v;
+  if (p.hi <= 64) v += rng.chance(0.5) ? 1 : -1;
+  else v = std::llround(static_cast<double>(std::max<std::int64_t>(v, 1)) * (0.8 + 0.45 * rng.real()));
+  v = std::clamp(v, p.lo, p.hi);
+  if (v == was) return std::nullopt;
+  return render_lua(script->model, script->baseline_source);
+}
+
 std::optional<Program> base_literal(const Program& parent, Rng& rng) {
-  auto source = perturb_one_literal(parent.base_source, rng);
+  auto source = latency_model_of(parent.base_source) ? perturb_latency_model(parent.base_source, rng)
+                                                     : perturb_one_literal(parent.base_source, rng);
   if (!source) return std::nullopt;
   Program child = parent;
   child.base_source = canonical_lua(*source);

@@ -9,6 +9,7 @@
 
 #include <evodispatch/heuristics/dispatch_script.hpp>
 #include <evodispatch/heuristics/latency_model.hpp>
+#include <evodispatch/heuristics/policy.hpp>
 
 using namespace evodispatch;
 
@@ -66,23 +67,57 @@ LatencyModel odd_model() {
   return m;
 }
 
+const std::string& fa3() {
+  static const std::string source = *builtin_policy_source("fa3");
+  return source;
+}
+
+Decision decide(const LatencyModel& m, const Shape& s) { return model_decision(m, s, h100(), fa3_reference(s, h100())); }
+
 }  // namespace
 
 TEST(LatencyModel, TheLuaProgramDecidesExactlyAsTheCppTwin) {
-  for (const LatencyModel& m : {LatencyModel{}, odd_model()}) {
-    auto script = DispatchScript::load("model", render_lua(m));
+  LatencyModel eager = odd_model();
+  eager.min_gain_permille = 0;
+  LatencyModel cautious = odd_model();
+  cautious.min_gain_permille = 200;
+  int baseline_kept = 0;
+  for (const LatencyModel& m : {LatencyModel{}, eager, cautious}) {
+    auto script = DispatchScript::load("model", render_lua(m, fa3()));
     for (const Shape& s : random_shapes(400, 7)) {
       const DispatchOutcome out = script->dispatch(s, h100());
       ASSERT_TRUE(out.ok()) << out.error << " on " << describe(s);
-      EXPECT_EQ(out.decision, model_decision(m, s, h100())) << describe(s);
+      EXPECT_EQ(out.decision, decide(m, s)) << describe(s);
+      baseline_kept += out.decision == resolve(fa3_reference(s, h100()), s) ? 1 : 0;
     }
   }
+  EXPECT_GT(baseline_kept, 0);
+  EXPECT_LT(baseline_kept, 1200);
+}
+
+TEST(LatencyModel, TheBaselineStandsUnlessTheGainIsLargeEnough) {
+  LatencyModel m = odd_model();
+  int kept_eager = 0, kept_cautious = 0;
+  for (const Shape& s : random_shapes(300, 11)) {
+    const Decision b = resolve(fa3_reference(s, h100()), s);
+    m.min_gain_permille = 0;
+    kept_eager += decide(m, s) == b;
+    m.min_gain_permille = 500;
+    const Decision d = decide(m, s);
+    kept_cautious += d == b;
+    if (d != b)  // only a predicted gain of more than half overrides the baseline
+      EXPECT_LT(predict_ps(m, s, h100(), d.num_splits, *d.pack_gqa, d.sm_margin) * 2,
+                predict_ps(m, s, h100(), b.num_splits, *b.pack_gqa, b.sm_margin));
+  }
+  EXPECT_GT(kept_cautious, kept_eager);
 }
 
 TEST(LatencyModel, ItIsTheArgminOfItsPredictions) {
-  const LatencyModel m = odd_model();
+  LatencyModel m = odd_model();
+  m.min_gain_permille = 0;
   for (const Shape& s : random_shapes(100, 3)) {
-    const Decision d = model_decision(m, s, h100());
+    const Decision d = decide(m, s);
+    if (d == resolve(fa3_reference(s, h100()), s)) continue;
     const std::int64_t chosen = predict_ps(m, s, h100(), d.num_splits, *d.pack_gqa, d.sm_margin);
     for (int g : m.sm_margins)
       for (bool p : m.pack_gqa)
@@ -92,21 +127,22 @@ TEST(LatencyModel, ItIsTheArgminOfItsPredictions) {
 
 TEST(LatencyModel, FewCtasOnALongCacheSplitAndAFullGpuDoesNot) {
   const LatencyModel m;
-  EXPECT_GE(model_decision(m, decode(1, 100000, 64, 1), h100()).num_splits, 16);
-  EXPECT_EQ(model_decision(m, decode(128, 4096, 64, 8), h100()).num_splits, 1);
+  EXPECT_GE(decide(m, decode(1, 100000, 64, 1)).num_splits, 16);
+  EXPECT_EQ(decide(m, decode(128, 4096, 64, 8)).num_splits, 1);
 }
 
 TEST(LatencyModel, ARenderingIsRecognisedAndAnEditedOneIsNot) {
-  const std::string lua = render_lua(odd_model());
+  const std::string lua = render_lua(odd_model(), fa3());
   ASSERT_TRUE(latency_model_of(lua).has_value());
-  EXPECT_EQ(*latency_model_of(lua), odd_model());
+  EXPECT_EQ(latency_model_of(lua)->model, odd_model());
+  EXPECT_EQ(latency_model_of(lua)->baseline_source, fa3());
   std::string edited = lua;
-  edited.replace(edited.find("(a + b - 1)"), 11, "(a + b + 1)");
+  edited.replace(edited.rfind("(a + b - 1)"), 11, "(a + b + 1)");  // in the model, not the baseline
   EXPECT_FALSE(latency_model_of(edited).has_value());
   std::string param = lua;
   param.replace(param.find("cta_ps = 1234"), 13, "cta_ps = 1235");
   ASSERT_TRUE(latency_model_of(param).has_value());  // a perturbed parameter is still a model
-  EXPECT_EQ(latency_model_of(param)->cta_ps, 1235);
+  EXPECT_EQ(latency_model_of(param)->model.cta_ps, 1235);
   EXPECT_FALSE(latency_model_of("function dispatch(s, hw) return {num_splits = 1} end\n").has_value());
   EXPECT_FALSE(latency_model_of("").has_value());
 }
@@ -139,6 +175,6 @@ TEST(LatencyModel, HugeShapesSaturateInsteadOfOverflowing) {
   for (const auto& p : latency_parameters()) m.*p.field = p.hi;
   Shape s = decode(65536, 1 << 20, 4096, 1, 256);
   EXPECT_GT(predict_ps(m, s, h100(), 1, true, 131), 0);
-  auto script = DispatchScript::load("model", render_lua(m));
-  EXPECT_EQ(script->dispatch(s, h100()).decision, model_decision(m, s, h100()));
+  auto script = DispatchScript::load("model", render_lua(m, fa3()));
+  EXPECT_EQ(script->dispatch(s, h100()).decision, decide(m, s));
 }

@@ -2,9 +2,12 @@
 // front of a fitted base, both compiled and held to the rendered Lua program.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <evodispatch/heuristics/distill.hpp>
+#include <evodispatch/heuristics/latency_model.hpp>
 #include <evodispatch/heuristics/policy.hpp>
 #include <evodispatch/search/distill_adapter.hpp>
 #include <evodispatch/search/program.hpp>
@@ -112,4 +115,60 @@ end
   EXPECT_TRUE(rep.ok()) << rep.mismatches << " differ; first "
                         << (rep.first.empty() ? "" : describe(rep.first[0].shape) + ": script " +
                                                          rep.first[0].expected + ", distilled " + rep.first[0].got);
+}
+
+// The model-based family: rules in front of a latency model whose baseline is FA3 export the
+// model itself, and the compiled header and the Python module decide exactly as the
+// rendered Lua program on a dense grid and on random shapes far outside it.
+TEST(DistillAdapter, RulesInFrontOfALatencyModelExportTheModelExactly) {
+  LatencyModel m;
+  m.splits = {1, 2, 3, 4, 6, 8, 16, 32, 64};
+  m.sm_margins = {0, 4};
+  m.min_gain_permille = 30;
+  const std::string fa3 = base_program("fa3", *builtin_policy_source("fa3")).base_source;
+  const Program p = rules_on("model", render_lua(m, fa3));
+  const DeviceInfo hw = h100();
+  const distill::DecisionFunction fn = to_decision_function(p, hw, distill::grid_shapes(distill::Domain::small()));
+  EXPECT_EQ(fn.method, "rules+model");
+  ASSERT_TRUE(fn.model.has_value());
+  EXPECT_EQ(*fn.model, m);
+  EXPECT_EQ(distill::decision_function_from_json(distill::to_json(fn)), fn);
+  EXPECT_FALSE(distill::emit_fa3_body(fn).body.has_value());
+
+  const fs::path dir = temp_dir("model");
+  distill::write_exports(fn, dir);
+  auto compiled = distill::CompiledHeuristic::build(dir);
+  auto script = DispatchScript::load("program", render_lua(p));
+  distill::Domain d = distill::Domain::small();
+  d.head_dim = {64, 128, 256};
+  d.dtype = {Dtype::bf16, Dtype::fp8};
+  d.seqlen_k = {1, 100, 1000, 100000, 1000000};
+  d.batch = {1, 3, 64, 1000};
+  d.seqlen_q = {1, 4};
+  nlohmann::json rows = nlohmann::json::array();
+  int from_model = 0;
+  for (int sms : {132, 78}) {
+    DeviceInfo dev = hw;
+    dev.num_sms = sms;
+    const auto random = distill::random_shapes(d, 5000, sms);
+    const auto rep = distill::check(*script, [&](const Shape& s) { return compiled->decide(s, dev); }, dev,
+                                    distill::grid_shapes(d), random);
+    EXPECT_TRUE(rep.ok()) << rep.mismatches << " differ; first "
+                          << (rep.first.empty() ? "" : describe(rep.first[0].shape) + ": script " +
+                                                           rep.first[0].expected + ", distilled " + rep.first[0].got);
+    for (const Shape& s : random) {
+      const Decision c = compiled->decide(s, dev);
+      from_model += !eval_rules(p, feature_values(s, dev)) && c != resolve(fa3_reference(s, dev), s);
+      rows.push_back({s.batch, s.seqlen_q, s.seqlen_k, s.h_q, s.h_kv, s.head_dim, int(s.dtype), s.page_size,
+                      s.causal ? 1 : 0, dev.num_sms, dev.cc, c.num_splits, *c.pack_gqa ? 1 : 0, c.sm_margin});
+    }
+  }
+  EXPECT_GT(from_model, 100);  // the model, not only the rules and FA3, decided
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not installed";
+  std::ofstream(dir / "rows.json") << rows.dump();
+  const std::string cmd = "cd '" + dir.string() + "' && python3 heuristic.py --check rows.json > py.log 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream log(dir / "py.log");
+  const std::string out((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_NE(out.find(" 0 differ"), std::string::npos) << out;
 }

@@ -133,6 +133,11 @@ struct Workload {
   std::optional<Domain> domain;  // set when the file has "domain" (its sample is in `shapes`)
 };
 
+// The workload with its domain's sample redrawn at `samples` shapes (same seed, after
+// the listed shapes): a search that trains on more shapes than the file draws. Throws
+// InputError when the workload has no domain or the domain cannot give that many.
+Workload resample_domain(Workload, std::size_t samples);
+
 // A shipped name (see workload_names()), else a path to a JSON file. An unknown name
 // that is no readable file is an error listing the shipped names.
 Workload load_workload(std::string_view name_or_path);

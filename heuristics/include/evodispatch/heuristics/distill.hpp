@@ -23,6 +23,7 @@
 
 #include <evodispatch/heuristics/contract.hpp>
 #include <evodispatch/heuristics/dispatch_script.hpp>
+#include <evodispatch/heuristics/latency_model.hpp>
 
 namespace evodispatch::distill {
 
@@ -88,6 +89,9 @@ struct DecisionFunction {
   Fallback fallback = Fallback::none;
   std::string method;  // "rules" (exact translation), "tree" (fitted), "rules+tree"
   nlohmann::json provenance = nlohmann::json::object();
+  // The model-based family: when no rule holds, the latency model decides, with the
+  // fallback's decision as its baseline (so it needs fallback fa3).
+  std::optional<LatencyModel> model;
   bool operator==(const DecisionFunction&) const = default;
 };
 
@@ -99,7 +103,7 @@ Decision evaluate(const DecisionFunction&, const Shape&, const DeviceInfo&);
 // its own inputs and is reported separately).
 std::vector<Feature> features_used(const DecisionFunction&);
 
-// heuristic.json: {"schema": 1, "method", "fallback", "rules": [...], "provenance"}.
+// heuristic.json: {"schema": 1, "method", "fallback", "rules": [...], "model" (when set), "provenance"}.
 // The reader is strict: unknown fields, features and bad values are InputErrors naming
 // the JSON path.
 nlohmann::json to_json(const DecisionFunction&);

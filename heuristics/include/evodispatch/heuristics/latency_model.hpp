@@ -15,8 +15,10 @@
 //   main   = (items / slots) * wave(slots) + wave(items % slots)  (the last if non-empty)
 //   total  = main + (k > 1 ? combine_ps + ceil(batch * h_q * seqlen_q * k / num_sms) * combine_row_ps : 0)
 // Candidates are tried margins-major, then pack_gqa, then splits, in list order; the first
-// strict minimum wins. Integer arithmetic keeps the Lua program, this C++ twin and every
-// emitted export in exact agreement.
+// strict minimum wins. The baseline policy's own decision stands unless the winner is
+// predicted faster by more than min_gain_permille / 1000 of the baseline's predicted time:
+// where the model is unsure, the program is the baseline. Integer arithmetic keeps the Lua
+// program, this C++ twin and every emitted export in exact agreement.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,6 +43,7 @@ struct LatencyModel {
   std::int64_t sm_ps_per_kib = 25000;  // one KiB of KV into one SM
   std::int64_t combine_ps = 3000;      // the combine kernel's launch and fixed cost
   std::int64_t combine_row_ps = 50;    // one (output row, split) per SM in the combine
+  std::int64_t min_gain_permille = 10; // the predicted gain that overrides the baseline
   bool operator==(const LatencyModel&) const = default;
 };
 
@@ -59,13 +62,20 @@ void validate(const LatencyModel&, std::string_view where = "latency model");
 // The predicted latency of one candidate.
 std::int64_t predict_ps(const LatencyModel&, const Shape&, const DeviceInfo&, int num_splits, bool pack_gqa,
                         int sm_margin);
-// The argmin over the candidates (resolved; margins not below num_sms are skipped).
-Decision model_decision(const LatencyModel&, const Shape&, const DeviceInfo&);
+// The argmin over the candidates (margins not below num_sms are skipped), or `baseline`
+// (the baseline policy's decision) unless the argmin beats it by min_gain_permille. Resolved.
+Decision model_decision(const LatencyModel&, const Shape&, const DeviceInfo&, const Decision& baseline);
 
-// A complete dispatch script computing model_decision, comment-free (already canonical).
-std::string render_lua(const LatencyModel&);
-// The model a script is the rendering of (exactly render_lua's text), or nullopt.
-std::optional<LatencyModel> latency_model_of(std::string_view lua_source);
+// A complete dispatch script computing model_decision, with the baseline policy's source
+// embedded (it must define a global dispatch; the caller passes it canonical, comment-free,
+// so that the whole script is).
+std::string render_lua(const LatencyModel&, std::string_view baseline_source);
+// The model and baseline a script is the rendering of (exactly render_lua's text), or nullopt.
+struct ModelScript {
+  LatencyModel model;
+  std::string baseline_source;
+};
+std::optional<ModelScript> latency_model_of(std::string_view lua_source);
 
 // {"splits", "pack_gqa", "sm_margins", "parameters": {name: int}}; the reader is strict and
 // names the JSON path of what it refuses.

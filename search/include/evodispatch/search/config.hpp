@@ -40,6 +40,7 @@ struct SearchConfig {
   std::string description;
 
   std::string workload = "paper-safety-160";
+  int domain_samples = 0;  // 0: the domain's own "samples"
   std::string baseline = "fa3";
   std::string seed_policy;
   std::uint64_t seed = 1;
@@ -72,6 +73,12 @@ struct SearchConfig {
     int max_rules = 12;
     bool verified_boxes = false;
   } decisions;
+
+  // The model-based program family: a latency model fitted to the oracle's measurements.
+  struct Model {
+    bool enabled = true;
+    int restarts = 4;
+  } model;
 
   struct Islands {
     int count = 4;

@@ -1,0 +1,148 @@
+#include "distill_model_emit.hpp"
+
+#include <sstream>
+
+namespace evodispatch::distill {
+
+namespace {
+
+template <class T>
+std::string joined(const std::vector<T>& v, const char* yes = "1", const char* no = "0") {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ", ";
+    if constexpr (std::is_same_v<T, bool>) out += v[i] ? yes : no;
+    else out += std::to_string(v[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string emit_model_cpp(const LatencyModel& m) {
+  std::ostringstream o;
+  o << "\nnamespace detail {\n// The latency model (evodispatch heuristics/latency_model.hpp), in integer picoseconds.\n";
+  for (const auto& p : latency_parameters()) o << "constexpr std::int64_t model_" << p.name << " = " << m.*p.field << ";\n";
+  o << "constexpr int model_splits[] = {" << joined(m.splits) << "};\n"
+    << "constexpr int model_pack[] = {" << joined(m.pack_gqa) << "};\n"
+    << "constexpr int model_margins[] = {" << joined(m.sm_margins) << "};\n";
+  o << R"CPP(constexpr std::int64_t model_cap = std::int64_t{1} << 60;
+inline std::int64_t model_mul(std::int64_t a, std::int64_t b) { return a != 0 && b > model_cap / a ? model_cap : a * b; }
+inline std::int64_t model_ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+struct ModelCandidate {
+  std::int64_t rows, sms, tiles, kib;
+};
+inline std::int64_t model_wave_ps(const ModelCandidate& c, std::int64_t active) {
+  const std::int64_t compute = model_mul(c.tiles, model_tile_ps + c.rows * model_row_ps);
+  const std::int64_t dram = model_mul(model_mul(c.kib, active), model_dram_ps_per_kib);
+  const std::int64_t sm = model_mul(model_mul(c.kib, model_ceil_div(active, c.sms)), model_sm_ps_per_kib);
+  return model_cta_ps + std::max(compute, std::max(dram, sm));
+}
+inline std::int64_t model_predict_ps(const Shape& s, const DeviceInfo& hw, int k, int pack, int margin) {
+  const std::int64_t qpk = s.h_q / s.h_kv, block_n = s.head_dim <= 128 ? 128 : 64;
+  const std::int64_t nblk = (std::int64_t{s.seqlen_k} + block_n - 1) / block_n;
+  ModelCandidate c;
+  c.rows = pack ? qpk * s.seqlen_q : s.seqlen_q;
+  const std::int64_t items = std::int64_t{s.batch} * (pack ? s.h_kv : s.h_q) * k;
+  c.sms = hw.num_sms - margin;
+  const std::int64_t slots = c.sms * (margin > 0 ? 1 : model_ctas_per_sm);
+  c.tiles = model_ceil_div(nblk, k);
+  const std::int64_t keys = std::min<std::int64_t>(s.seqlen_k, c.tiles * block_n);
+  c.kib = model_ceil_div(keys * s.head_dim * 2 * (s.dtype == 2 ? 1 : 2), 1024);
+  std::int64_t t = model_mul(items / slots, model_wave_ps(c, slots));
+  if (items % slots > 0) t += model_wave_ps(c, items % slots);
+  if (k > 1)
+    t += model_combine_ps +
+         model_mul(model_ceil_div(std::int64_t{s.batch} * s.h_q * s.seqlen_q * k, hw.num_sms), model_combine_row_ps);
+  return t;
+}
+// The argmin of the predictions, unless it beats the baseline's decision by too little.
+inline Decision model_dispatch(const Shape& s, const DeviceInfo& hw, const Decision& baseline) {
+  bool found = false;
+  std::int64_t best = 0;
+  Decision d;
+  for (int margin : model_margins) {
+    if (margin >= hw.num_sms) continue;
+    for (int pack : model_pack)
+      for (int k : model_splits) {
+        const std::int64_t t = model_predict_ps(s, hw, k, pack, margin);
+        if (!found || t < best) {
+          found = true;
+          best = t;
+          d = Decision{k, pack, margin};
+        }
+      }
+  }
+  const std::int64_t base = model_predict_ps(s, hw, baseline.num_splits, baseline.pack_gqa, baseline.sm_margin);
+  if (!found || model_mul(best, 1000) >= model_mul(base, 1000 - model_min_gain_permille)) return baseline;
+  return d;
+}
+}  // namespace detail
+)CPP";
+  return o.str();
+}
+
+std::string emit_model_python(const LatencyModel& m) {
+  std::ostringstream o;
+  o << "\n\n# The latency model (evodispatch heuristics/latency_model.hpp), in integer picoseconds.\n";
+  for (const auto& p : latency_parameters()) o << "_MODEL_" << p.name << " = " << m.*p.field << "\n";
+  o << "_MODEL_SPLITS = (" << joined(m.splits) << ",)\n"
+    << "_MODEL_PACK = (" << joined(m.pack_gqa) << ",)\n"
+    << "_MODEL_MARGINS = (" << joined(m.sm_margins) << ",)\n";
+  o << R"PY(_MODEL_CAP = 1 << 60
+
+
+def _model_mul(a, b):
+    return _MODEL_CAP if a != 0 and b > _MODEL_CAP // a else a * b
+
+
+def _model_ceil_div(a, b):
+    return (a + b - 1) // b
+
+
+def _model_wave_ps(tiles, rows, kib, sms, active):
+    compute = _model_mul(tiles, _MODEL_tile_ps + rows * _MODEL_row_ps)
+    dram = _model_mul(_model_mul(kib, active), _MODEL_dram_ps_per_kib)
+    sm = _model_mul(_model_mul(kib, _model_ceil_div(active, sms)), _MODEL_sm_ps_per_kib)
+    return _MODEL_cta_ps + max(compute, dram, sm)
+
+
+def _model_predict_ps(s, hw, k, pack, margin):
+    qpk = s["h_q"] // s["h_kv"]
+    block_n = 128 if s["head_dim"] <= 128 else 64
+    nblk = (s["seqlen_k"] + block_n - 1) // block_n
+    rows = qpk * s["seqlen_q"] if pack else s["seqlen_q"]
+    items = s["batch"] * (s["h_kv"] if pack else s["h_q"]) * k
+    sms = hw["num_sms"] - margin
+    slots = sms * (1 if margin > 0 else _MODEL_ctas_per_sm)
+    tiles = _model_ceil_div(nblk, k)
+    keys = min(s["seqlen_k"], tiles * block_n)
+    kib = _model_ceil_div(keys * s["head_dim"] * 2 * (1 if s["dtype"] == 2 else 2), 1024)
+    t = _model_mul(items // slots, _model_wave_ps(tiles, rows, kib, sms, slots))
+    if items % slots > 0:
+        t += _model_wave_ps(tiles, rows, kib, sms, items % slots)
+    if k > 1:
+        t += _MODEL_combine_ps + _model_mul(
+            _model_ceil_div(s["batch"] * s["h_q"] * s["seqlen_q"] * k, hw["num_sms"]), _MODEL_combine_row_ps)
+    return t
+
+
+def _model_dispatch(shape, hw, baseline):
+    best, d = None, None
+    for margin in _MODEL_MARGINS:
+        if margin >= hw["num_sms"]:
+            continue
+        for pack in _MODEL_PACK:
+            for k in _MODEL_SPLITS:
+                t = _model_predict_ps(shape, hw, k, pack, margin)
+                if best is None or t < best:
+                    best, d = t, {"num_splits": k, "pack_gqa": pack, "sm_margin": margin}
+    base = _model_predict_ps(shape, hw, baseline["num_splits"], baseline["pack_gqa"], baseline["sm_margin"])
+    if best is None or _model_mul(best, 1000) >= _model_mul(base, 1000 - _MODEL_min_gain_permille):
+        return baseline
+    return d
+)PY";
+  return o.str();
+}
+
+}  // namespace evodispatch::distill

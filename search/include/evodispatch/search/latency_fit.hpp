@@ -1,0 +1,47 @@
+#pragma once
+// Fits the latency model of the model-based program family (heuristics/latency_model.hpp)
+// to what the oracle measured on the training shapes: every decision of its space on every
+// shape. The objective is the search's own fitness of the model's argmin (geometric-mean
+// speedup over the baseline, the floor penalised), so the fit cares about choosing, not
+// about predicting; among equal choices, the smaller squared log error of the predictions
+// (with a fitted constant for what the model leaves out, the launch) wins. Coordinate
+// descent over multiplicative steps, from a prior scaled to the device, then from seeded
+// perturbations of the best: deterministic for a seed.
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <evodispatch/heuristics/latency_model.hpp>
+#include <evodispatch/search/fitness.hpp>
+
+namespace evodispatch::search {
+
+struct LatencySamples {
+  std::vector<Shape> shapes;
+  std::vector<std::unordered_map<std::uint64_t, double>> us;  // per shape: decision_code -> latency
+  std::vector<double> baseline_us;                             // per shape
+  std::vector<Decision> baseline;                              // per shape: the baseline's decision
+  std::vector<double> oracle_us;                               // per shape: the best of `us`
+};
+
+struct LatencyFit {
+  LatencyModel model;
+  double score = kFailedScore;    // the fitness score of its decisions on the samples
+  double geomean = 0;             // their speedup over the baseline
+  std::optional<double> oracle_fraction;
+  double log_error = 0;           // RMS of log(predicted / measured)
+  int evaluations = 0;            // objective evaluations the fit took
+};
+nlohmann::json to_json(const LatencyFit&);
+
+// The starting point: the model's own defaults with the bandwidths scaled to the device,
+// and the candidate lists of the space the model may answer from.
+LatencyModel prior_model(const DeviceInfo&, std::vector<int> splits, std::vector<bool> pack_gqa,
+                         std::vector<int> sm_margins);
+
+LatencyFit fit_latency_model(const LatencySamples&, const DeviceInfo&, const LatencyModel& prior,
+                             const FitnessOptions&, std::uint64_t seed, int restarts = 4);
+
+}  // namespace evodispatch::search
