@@ -512,19 +512,16 @@ std::optional<Program> SearchEngine::Impl::repair(Program p) {
     }
     if (drop.empty() && !base_under) return round == 0 ? std::nullopt : std::optional<Program>(p);
     for (auto it = drop.rbegin(); it != drop.rend(); ++it) p.rules.erase(p.rules.begin() + static_cast<long>(*it));
-    if (base_under && !(drop.empty() && more_cautious(p))) return std::nullopt;  // no rule to drop, no model to calm
+    if (base_under && drop.empty()) {  // no rule to drop: a model base asks for more gain
+      auto calmer = more_cautious_model(p.base_source);
+      if (!calmer) return std::nullopt;
+      p.base_source = std::move(*calmer);
+    }
     p = normalise(p, config.decisions.max_splits);
   }
   return std::nullopt;
 }
 
-bool SearchEngine::Impl::more_cautious(Program& p) const {
-  auto script = latency_model_of(p.base_source);
-  if (!script || script->model.min_gain_permille >= 999) return false;
-  script->model.min_gain_permille = std::min<std::int64_t>(999, std::max<std::int64_t>(10, script->model.min_gain_permille * 2));
-  p.base_source = render_lua(script->model, script->baseline_source);
-  return true;
-}
 
 // A repaired program goes through the step's cascade and commit like any candidate,
 // admitted as a repair; a program already stored is found by its hash.

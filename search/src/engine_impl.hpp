@@ -256,9 +256,6 @@ struct SearchEngine::Impl {
   // A program without the rules that put validation shapes under the floor; nullopt
   // when nothing is to repair or a base decision is under the floor.
   std::optional<Program> repair(Program p);
-  // A latency-model base asking twice the predicted gain before it overrides the baseline;
-  // false when the base is no model (or already as cautious as it gets).
-  bool more_cautious(Program& p) const;
   // A repaired program, stored and scored on the training shapes (or the stored one with
   // its hash); 0 when it cannot be scored.
   std::int64_t store_repaired(const Program& p, std::int64_t parent);

@@ -170,4 +170,12 @@ LatencyFit fit_latency_model(const LatencySamples& samples, const DeviceInfo& hw
   return fit;
 }
 
+std::optional<std::string> more_cautious_model(std::string_view source) {
+  auto script = latency_model_of(source);
+  if (!script || script->model.min_gain_permille >= 999) return std::nullopt;
+  std::int64_t& g = script->model.min_gain_permille;
+  g = std::min<std::int64_t>(999, std::max<std::int64_t>(10, g * 2));
+  return render_lua(script->model, script->baseline_source);
+}
+
 }  // namespace evodispatch::search

@@ -8,6 +8,9 @@
 // descent over multiplicative steps, from a prior scaled to the device, then from seeded
 // perturbations of the best: deterministic for a seed.
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -43,5 +46,10 @@ LatencyModel prior_model(const DeviceInfo&, std::vector<int> splits, std::vector
 
 LatencyFit fit_latency_model(const LatencySamples&, const DeviceInfo&, const LatencyModel& prior,
                              const FitnessOptions&, std::uint64_t seed, int restarts = 4);
+
+// The same latency-model script asking twice the predicted gain (at least 1%) before it
+// overrides the baseline: how repair calms a model that put a validation shape under the
+// floor. nullopt when the source is no model or already asks the most it can.
+std::optional<std::string> more_cautious_model(std::string_view source);
 
 }  // namespace evodispatch::search

@@ -1,0 +1,129 @@
+// The model-based program family (DESIGN.md §5): the latency model fitted to the oracle's
+// measurements, seeded beside the rule lists, reported per family on the test split, and
+// calmed by repair.
+#include <gtest/gtest.h>
+
+#include <evodispatch/evaluator/simulator.hpp>
+#include <evodispatch/evaluator/workload.hpp>
+#include <evodispatch/heuristics/policy.hpp>
+#include <evodispatch/results/results.hpp>
+#include <evodispatch/search/engine.hpp>
+#include <evodispatch/search/latency_fit.hpp>
+#include <evodispatch/search/program.hpp>
+
+#include "search_fixtures.hpp"
+
+using namespace evodispatch;
+using namespace evodispatch::search;
+using namespace evodispatch::search::testing;
+
+namespace {
+
+std::string domain_json() {
+  return R"({"name": "model-domain", "domain": {
+    "models": [{"name": "gqa8", "h_q": 64, "h_kv": 8, "head_dim": 128, "source": "test"},
+               {"name": "mqa", "h_q": 32, "h_kv": 1, "head_dim": 64, "source": "test"},
+               {"name": "d256", "h_q": 16, "h_kv": 8, "head_dim": 256, "source": "test"}],
+    "tensor_parallel": [1, 2],
+    "batch": {"from": 1, "to": 128}, "seqlen_k": {"from": 128, "to": 65536},
+    "samples": 60, "seed": 3}})";
+}
+
+// The simulator's latency of every decision of a space on each shape, as the oracle measures it.
+LatencySamples simulated(const std::vector<Shape>& shapes, const LatencyModel& space) {
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  LatencySamples out;
+  for (const Shape& s : shapes) {
+    std::unordered_map<std::uint64_t, double> table;
+    for (bool pack : space.pack_gqa)
+      for (int k : space.splits) {
+        const Decision d = resolve(Decision{k, pack, 0}, s);
+        table[decision_code(d)] = predict_us(load_sim_profile("h100-sxm"), sim_plan(load_sim_profile("h100-sxm"), s, d), L2Mode::cold);
+      }
+    const Decision b = resolve(fa3_reference(s, sim.device()), s);
+    const double base = predict_us(load_sim_profile("h100-sxm"), sim_plan(load_sim_profile("h100-sxm"), s, b), L2Mode::cold);
+    double best = base;
+    for (const auto& [code, us] : table) best = std::min(best, us);
+    out.shapes.push_back(s);
+    out.us.push_back(std::move(table));
+    out.baseline.push_back(b);
+    out.baseline_us.push_back(base);
+    out.oracle_us.push_back(best);
+  }
+  return out;
+}
+
+nlohmann::json run(const ScratchDir& dir, const std::string& db_name, bool model, std::int64_t* model_programs) {
+  nlohmann::json j = mini_config_json(dir.write("model-domain.json", domain_json()), 300);
+  j["test"] = {{"samples", 30}, {"seed", 5}};
+  j["model"] = {{"enabled", model}, {"restarts", 1}};
+  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  auto db = results::Database::open(dir.file(db_name));
+  EngineOptions opts;
+  opts.evaluators = {&sim};
+  opts.device_spec = "sim:h100-sxm";
+  auto engine = SearchEngine::start(db, parse_search_config(j, "model-family"), opts);
+  const nlohmann::json summary = engine->run();
+  *model_programs = 0;
+  for (const auto& p : results::Programs(db).list_by_run(engine->run_id())) *model_programs += p.origin == "model";
+  return summary;
+}
+
+}  // namespace
+
+TEST(LatencyFit, BeatsItsPriorOnTheSimulatorAndIsDeterministic) {
+  const Workload w = load_workload("models-decode");
+  const std::vector<Shape> shapes(w.shapes.begin(), w.shapes.begin() + 80);
+  const DeviceInfo hw = load_sim_profile("h100-sxm").device;
+  const LatencyModel prior = prior_model(hw, {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}, {true, false}, {0});
+  const LatencySamples samples = simulated(shapes, prior);
+  const LatencyFit none = fit_latency_model(samples, hw, prior, {}, 1, 0);
+  const LatencyFit fit = fit_latency_model(samples, hw, prior, {}, 1, 2);
+  EXPECT_GE(fit.score, none.score);
+  ASSERT_TRUE(fit.oracle_fraction.has_value());
+  EXPECT_GT(*fit.oracle_fraction, 0.3);
+  EXPECT_GT(fit.geomean, 1.0);
+  EXPECT_EQ(fit_latency_model(samples, hw, prior, {}, 1, 2).model, fit.model);
+}
+
+TEST(LatencyFit, RepairAsksForMoreGainUntilItCannot) {
+  LatencyModel m;
+  m.min_gain_permille = 0;
+  const std::string fa3 = base_program("fa3", *builtin_policy_source("fa3")).base_source;
+  auto calmer = more_cautious_model(render_lua(m, fa3));
+  ASSERT_TRUE(calmer.has_value());
+  EXPECT_EQ(latency_model_of(*calmer)->model.min_gain_permille, 10);
+  EXPECT_EQ(latency_model_of(*more_cautious_model(*calmer))->model.min_gain_permille, 20);
+  m.min_gain_permille = 600;
+  EXPECT_EQ(latency_model_of(*more_cautious_model(render_lua(m, fa3)))->model.min_gain_permille, 999);
+  m.min_gain_permille = 999;
+  EXPECT_FALSE(more_cautious_model(render_lua(m, fa3)).has_value());
+  EXPECT_FALSE(more_cautious_model(fa3).has_value());
+}
+
+TEST(ModelFamily, BothFamiliesCompeteAndTheTestSplitSaysWhichWins) {
+  ScratchDir dir;
+  std::int64_t model_programs = 0;
+  const nlohmann::json s = run(dir, "on.db", true, &model_programs);
+  EXPECT_EQ(model_programs, 1);
+  const auto& f = s["families"];
+  ASSERT_TRUE(f.is_object()) << s.dump();
+  EXPECT_TRUE(f["model_fit"]["model"].is_object());
+  for (const char* family : {"rules", "model"}) {
+    ASSERT_TRUE(f[family].is_object()) << family << ": " << f.dump();
+    EXPECT_EQ(f[family]["test"]["shapes"], 30) << family;
+    EXPECT_GT(f[family]["test"]["geomean"].get<double>(), 0.0) << family;
+  }
+  ASSERT_TRUE(s["winner"].is_object());
+  EXPECT_EQ(f["winner"], s["winner"]["family"]);
+  EXPECT_EQ(f[f["winner"].get<std::string>()]["test"], s["test"]);
+}
+
+TEST(ModelFamily, OffMeansRuleListsOnly) {
+  ScratchDir dir;
+  std::int64_t model_programs = 0;
+  const nlohmann::json s = run(dir, "off.db", false, &model_programs);
+  EXPECT_EQ(model_programs, 0);
+  EXPECT_TRUE(s["families"].is_null());
+  if (s["winner"].is_object()) EXPECT_EQ(s["winner"]["family"], "rules");
+}
