@@ -166,6 +166,26 @@ void print_test(const nlohmann::json& t, bool no_winner) {
             << t.value("below_floor", 0) << " under the floor, " << confirmed << " confirmed when re-measured\n";
 }
 
+// Each program family's best finalist on validation and, when there is a test split, on test.
+void print_families(const nlohmann::json& f) {
+  if (!f.is_object()) return;
+  std::cout << "  families (the winner's: " << (f["winner"].is_string() ? f["winner"].get<std::string>() : "none") << ")\n";
+  for (const char* name : {"rules", "model"}) {
+    const auto& x = f[name];
+    std::cout << "    " << name << std::setw(12 - static_cast<int>(std::string(name).size())) << "";
+    if (!x.is_object()) {
+      std::cout << "no usable finalist\n";
+      continue;
+    }
+    std::cout << "#" << x["program_id"] << ": validation " << fixed(x["validation"].value("geomean", 0.0), 4) << "x";
+    const auto& t = x["test"];
+    if (t.is_object() && t.contains("geomean"))
+      std::cout << ", test " << fixed(t.value("geomean", 0.0), 4) << "x, worst " << fixed(t.value("worst", 0.0), 3)
+                << "x, " << t.value("below_floor", 0) << " under the floor";
+    std::cout << "\n";
+  }
+}
+
 void print_summary(const nlohmann::json& s, const std::string& program_file) {
   const auto& oracle = s["oracle"];
   std::cout << "search run " << s["run_id"] << " on " << s.value("device", std::string()) << " ("
@@ -197,6 +217,7 @@ void print_summary(const nlohmann::json& s, const std::string& program_file) {
     }
   }
   print_test(s.value("test", nlohmann::json()), w.is_null());
+  print_families(s.value("families", nlohmann::json()));
   std::cout << "  database: " << s.value("database", std::string()) << " (run " << s["run_id"] << ")\n";
   if (w.is_null()) return;
   if (!program_file.empty()) std::cout << "  full program (rules and base): " << program_file << "\n";

@@ -301,7 +301,7 @@ std::vector<Field> declare_fields() {
       text(CONFIG_MEMBER(description), "free text stored with the run"),
       text(CONFIG_MEMBER(workload), "the shapes: a shipped workload name or a JSON file"),
       integer(CONFIG_MEMBER(domain_samples), {0, 100000},
-              "when the workload is a domain: how many shapes to draw from it (0: its own `samples`)"),
+              "a domain workload's sample size (0: its own `samples`)"),
       text(CONFIG_MEMBER(baseline), "the policy speedups are measured against"),
       text(CONFIG_MEMBER(seed_policy), "the base of every program (a built-in policy or a Lua file); empty: the baseline"),
       integer(CONFIG_MEMBER(seed), non_negative, "the run's random seed; `--seed` overrides it"),
@@ -335,15 +335,13 @@ std::vector<Field> declare_fields() {
                "the sm_margin values a rule may return"),
       integer(CONFIG_MEMBER(decisions.max_rules), {1, 256}, "the most rules a program may have"),
       flag(CONFIG_MEMBER(decisions.verified_boxes),
-           "confine every rule to the box of feature values of the training shapes it decides: outside it the "
-           "later rules and the unchanged base decide (base_literal is off), so no rule extrapolates; costs some "
-           "gain inside a small grid"),
+           "confine each rule to the feature box of the training shapes it decides (base_literal off): no rule "
+           "extrapolates"),
 
       flag(CONFIG_MEMBER(model.enabled),
-           "also search the model-based family: a latency model (waves x per-tile cost, DRAM and SM bandwidth, "
-           "combine) fitted to the oracle's measurements of the training shapes, whose argmin over the oracle's "
-           "space is the dispatch; half the islands start from it (needs the oracle)"),
-      integer(CONFIG_MEMBER(model.restarts), {0, 64}, "perturbed restarts of the model's fit after the first descent"),
+           "also search the model-based family: a latency model fitted to the oracle's measurements; half the "
+           "islands start from it (needs the oracle)"),
+      integer(CONFIG_MEMBER(model.restarts), {0, 64}, "perturbed restarts of the model's fit"),
 
       integer(CONFIG_MEMBER(islands.count), {1, 64}, "islands on the ring"),
       integer(CONFIG_MEMBER(islands.batch), {1, 4096}, "candidates per island per step"),
