@@ -31,17 +31,17 @@ std::string domain_json() {
 
 // The simulator's latency of every decision of a space on each shape, as the oracle measures it.
 LatencySamples simulated(const std::vector<Shape>& shapes, const LatencyModel& space) {
-  SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
+  const SimProfile profile = load_sim_profile("h100-sxm");
   LatencySamples out;
   for (const Shape& s : shapes) {
     std::unordered_map<std::uint64_t, double> table;
     for (bool pack : space.pack_gqa)
       for (int k : space.splits) {
         const Decision d = resolve(Decision{k, pack, 0}, s);
-        table[decision_code(d)] = predict_us(load_sim_profile("h100-sxm"), sim_plan(load_sim_profile("h100-sxm"), s, d), L2Mode::cold);
+        table[decision_code(d)] = predict_us(profile, sim_plan(profile, s, d), L2Mode::cold);
       }
-    const Decision b = resolve(fa3_reference(s, sim.device()), s);
-    const double base = predict_us(load_sim_profile("h100-sxm"), sim_plan(load_sim_profile("h100-sxm"), s, b), L2Mode::cold);
+    const Decision b = resolve(fa3_reference(s, profile.device), s);
+    const double base = predict_us(profile, sim_plan(profile, s, b), L2Mode::cold);
     double best = base;
     for (const auto& [code, us] : table) best = std::min(best, us);
     out.shapes.push_back(s);
