@@ -335,8 +335,10 @@ std::vector<Field> declare_fields() {
                "the sm_margin values a rule may return"),
       integer(CONFIG_MEMBER(decisions.max_rules), {1, 256}, "the most rules a program may have"),
       flag(CONFIG_MEMBER(decisions.verified_boxes),
-           "confine each rule to the feature box of the training shapes it decides (base_literal off): no rule "
-           "extrapolates"),
+           "confine each rule to the feature box of the training shapes it decides (no literal changes of a "
+           "script base): no rule extrapolates"),
+      integer(CONFIG_MEMBER(decisions.min_support), {1, 1 << 20},
+              "the fewest training shapes a rule must decide; a rule deciding fewer is dropped"),
 
       flag(CONFIG_MEMBER(model.enabled),
            "also search the model-based family: a latency model fitted to the oracle's measurements; half the "

@@ -52,7 +52,10 @@ distill::DecisionFunction to_decision_function(const Program& p, const DeviceInf
   distill::DecisionFunction fn;
   for (const Rule& r : p.rules) {
     distill::Rule d;
+    // The verified box is one more conjunction: exported with the rule, it keeps the rule
+    // from firing on shapes the search never measured it on.
     for (const Condition& c : r.when) d.when.push_back(to_bound(c));
+    for (const Condition& c : r.box) d.when.push_back(to_bound(c));
     d.num_splits = to_split_expr(r.num_splits);
     d.pack_gqa = r.pack_gqa;
     d.sm_margin = r.sm_margin;

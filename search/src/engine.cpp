@@ -491,10 +491,9 @@ bool SearchEngine::Impl::is_model(const Record& r) const {
 }
 
 Program SearchEngine::Impl::verified(const Program& p) const {
-  if (!config.decisions.verified_boxes || p.rules.empty()) return p;
-  std::vector<Feature> every;
-  for (int f = 0; f < kNumFeatures; ++f) every.push_back(static_cast<Feature>(f));
-  return verify_boxes(p, operators.train, every, config.decisions.max_splits);
+  if (p.rules.empty()) return p;
+  const auto features = config.decisions.verified_boxes ? box_features() : std::vector<Feature>{};
+  return verify_boxes(p, operators.train, features, config.decisions.max_splits, config.decisions.min_support);
 }
 
 double SearchEngine::Impl::score_of(std::int64_t id) const {

@@ -150,9 +150,6 @@ std::optional<Candidate> SearchEngine::Impl::make_candidate(int island, const st
                                                             int sequence) {
   std::vector<double> weights = operator_weights(config.operators);
   if (config.external.command.empty()) weights[static_cast<int>(OperatorKind::external)] = 0;
-  // A changed base decides every shape the rules leave, boxed or not: no such mutation
-  // when every decision must stay inside what was verified.
-  if (config.decisions.verified_boxes) weights[static_cast<int>(OperatorKind::base_literal)] = 0;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const std::int64_t parent_id = select_parent(island);
     if (parent_id == 0) return std::nullopt;
@@ -160,6 +157,10 @@ std::optional<Candidate> SearchEngine::Impl::make_candidate(int island, const st
     if (!parent.has_program) return std::nullopt;
     const auto insp = inspirations(island, parent_id);
     const auto kind = static_cast<OperatorKind>(rng.weighted(weights));
+    // A changed script base decides every shape the rules leave, boxed or not: no such
+    // mutation when every decision must stay inside what was verified. A latency model
+    // is the exception: it is a model of the hardware, fitted to every training shape.
+    if (kind == OperatorKind::base_literal && config.decisions.verified_boxes && !is_model(parent)) continue;
 
     Candidate c;
     c.island = island;

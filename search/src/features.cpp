@@ -47,6 +47,7 @@ Feature feature_at(const nlohmann::json& v, const std::string& path, UnknownFeat
 std::string_view lua_expression(Feature f) { return kInfo[static_cast<int>(f)].lua; }
 std::int64_t domain_min(Feature f) { return kInfo[static_cast<int>(f)].min; }
 bool positive(Feature f) { return domain_min(f) > 0; }
+bool categorical(Feature f) { return f == Feature::head_dim || f == Feature::page_size; }
 
 std::int64_t value(Feature f, const Shape& s, const DeviceInfo& hw) {
   switch (f) {

@@ -62,6 +62,58 @@ std::int64_t neighbour(const OperatorContext& ctx, Feature f, std::int64_t v, bo
   return it == vals.begin() ? v - 1 : *(it - 1);
 }
 
+// A threshold for `f op v` (op <= or >=) that generalises: halfway, in log space, from
+// the training value v to the next training value beyond it, so that a bound sits between
+// the values the search saw rather than on one of them (v at the end of the range).
+std::int64_t cut_beyond(const OperatorContext& ctx, Feature f, std::int64_t v, Op op) {
+  const auto& vals = ctx.distinct[static_cast<int>(f)];
+  const auto mid = [](std::int64_t a, std::int64_t b, bool up) {  // a < b
+    if (a < 1) return a + (b - a + (up ? 1 : 0)) / 2;
+    const double g = std::sqrt(static_cast<double>(a) * static_cast<double>(b));
+    return static_cast<std::int64_t>(up ? std::ceil(g) : std::floor(g));
+  };
+  if (op == Op::le) {
+    const auto it = std::upper_bound(vals.begin(), vals.end(), v);
+    return it == vals.end() ? v : std::clamp(mid(v, *it, false), v, *it - 1);
+  }
+  const auto it = std::lower_bound(vals.begin(), vals.end(), v);
+  return it == vals.begin() ? v : std::clamp(mid(*(it - 1), v, true), *(it - 1) + 1, v);
+}
+
+// A new condition at training value v: equality only on a categorical feature; on any
+// other a range bound between training values.
+Condition condition_at(const OperatorContext& ctx, Feature f, std::int64_t v, Op op) {
+  if (op == Op::eq && !categorical(f)) op = v % 2 ? Op::le : Op::ge;  // deterministic, either side
+  if (op != Op::eq) v = cut_beyond(ctx, f, v, op);
+  return {f, op, v};
+}
+
+// The condition's bound moved to the next training value up or down, as a cut between
+// values again (equality moves to the neighbouring value).
+void shift_bound(Condition& c, const OperatorContext& ctx, bool up) {
+  if (c.op == Op::eq) {
+    c.value = neighbour(ctx, c.feature, c.value, up);
+    return;
+  }
+  const auto& vals = ctx.distinct[static_cast<int>(c.feature)];
+  if (vals.empty()) {
+    c.value += up ? 1 : -1;
+    return;
+  }
+  const bool upper = c.op == Op::le || c.op == Op::lt;
+  // The training value at the edge of what the bound lets through.
+  auto edge = upper ? std::upper_bound(vals.begin(), vals.end(), c.value) : std::lower_bound(vals.begin(), vals.end(), c.value);
+  if (upper) {
+    if (edge == vals.begin()) return;
+    --edge;
+  } else if (edge == vals.end()) {
+    return;
+  }
+  if (up && edge + 1 != vals.end()) ++edge;
+  else if (!up && edge != vals.begin()) --edge;
+  c = {c.feature, upper ? Op::le : Op::ge, cut_beyond(ctx, c.feature, *edge, upper ? Op::le : Op::ge)};
+}
+
 int new_constant(int c, const OperatorContext& ctx, Rng& rng) {
   int v = c;
   switch (rng.below(6)) {
@@ -144,17 +196,17 @@ void perturb_condition(Rule& r, const OperatorContext& ctx, Rng& rng) {
     const auto& v = shape_for(r, ctx, rng);
     const Feature f = pick(ctx.condition_features, rng);
     const Op ops[] = {Op::le, Op::eq, Op::ge};
-    r.when.push_back({f, ops[rng.below(3)], v[static_cast<int>(f)]});
+    r.when.push_back(condition_at(ctx, f, v[static_cast<int>(f)], ops[rng.below(3)]));
     return;
   }
   if (r.when.empty()) return;
   Condition& c = r.when[rng.below(r.when.size())];
-  if (rng.chance(0.15)) {
+  if (rng.chance(0.15)) {  // the other side of the same training value
     const Op ops[] = {Op::le, Op::eq, Op::ge};
-    c.op = ops[rng.below(3)];
+    c = condition_at(ctx, c.feature, neighbour(ctx, c.feature, c.value, c.op == Op::ge), ops[rng.below(3)]);
     return;
   }
-  c.value = neighbour(ctx, c.feature, c.value, rng.chance(0.5));
+  shift_bound(c, ctx, rng.chance(0.5));
 }
 
 void perturb_expression(SplitExpr& e, const OperatorContext& ctx, Rng& rng) {
@@ -223,8 +275,8 @@ Rule rule_at(const FeatureValues& v, const Decision* oracle, const OperatorConte
       const std::size_t j = i + rng.below(fs.size() - i);
       std::swap(fs[i], fs[j]);
       const double u = rng.real();
-      const Op op = u < 0.4 ? Op::eq : (u < 0.7 ? Op::le : Op::ge);
-      r.when.push_back({fs[i], op, v[static_cast<int>(fs[i])]});
+      const Op op = u < 0.4 && categorical(fs[i]) ? Op::eq : (u < 0.7 ? Op::le : Op::ge);
+      r.when.push_back(condition_at(ctx, fs[i], v[static_cast<int>(fs[i])], op));
     }
   }
   const double u = rng.real();
@@ -460,8 +512,9 @@ void OperatorContext::prepare() {
   }
 }
 
-std::optional<Program> apply_operator(OperatorKind kind, const Program& parent, std::span<const Program* const> inspirations,
-                                      std::span<const double> losses, const OperatorContext& ctx, Rng& rng) {
+namespace {
+std::optional<Program> apply_to_bare(OperatorKind kind, const Program& parent, std::span<const Program* const> inspirations,
+                                     std::span<const double> losses, const OperatorContext& ctx, Rng& rng) {
   std::optional<Program> child;
   switch (kind) {
     case OperatorKind::perturb: child = perturb(parent, ctx, rng); break;
@@ -479,6 +532,23 @@ std::optional<Program> apply_operator(OperatorKind kind, const Program& parent, 
   Program out = normalise(*child, ctx.max_splits);
   if (static_cast<int>(out.rules.size()) > ctx.max_rules) out.rules.resize(static_cast<std::size_t>(ctx.max_rules));
   return out;
+}
+}  // namespace
+
+std::optional<Program> apply_operator(OperatorKind kind, const Program& parent, std::span<const Program* const> inspirations,
+                                      std::span<const double> losses, const OperatorContext& ctx, Rng& rng) {
+  // The search changes rules; their boxes are what the engine verifies afterwards.
+  const auto bare = [](const Program& p) {
+    Program out = p;
+    for (Rule& r : out.rules) r.box.clear();
+    return out;
+  };
+  const Program unboxed = bare(parent);
+  std::vector<Program> others;
+  for (const Program* p : inspirations) others.push_back(bare(*p));
+  std::vector<const Program*> other_ptrs;
+  for (const Program& p : others) other_ptrs.push_back(&p);
+  return apply_to_bare(kind, unboxed, other_ptrs, losses, ctx, rng);
 }
 
 }  // namespace evodispatch::search

@@ -20,10 +20,10 @@ struct Interval {
 };
 using Box = std::array<Interval, kNumFeatures>;
 
-Box box_of(const Rule& r) {
+Box box_of(const std::vector<Condition>& when) {
   Box b;
   for (int f = 0; f < kNumFeatures; ++f) b[f] = {domain_min(static_cast<Feature>(f)), kNoUpper};
-  for (const auto& c : r.when) {
+  for (const auto& c : when) {
     Interval& iv = b[static_cast<int>(c.feature)];
     // Far beyond any feature value, and far from overflowing when moved by one.
     const std::int64_t v = std::clamp<std::int64_t>(c.value, -(std::int64_t{1} << 40), std::int64_t{1} << 40);
@@ -35,6 +35,14 @@ Box box_of(const Rule& r) {
       case Op::gt: iv.lo = std::max(iv.lo, v + 1); break;
     }
   }
+  return b;
+}
+
+// Where both the rule's conditions and its verified box hold.
+Box reach_of(const Rule& r) {
+  Box b = box_of(r.when);
+  const Box v = box_of(r.box);
+  for (int f = 0; f < kNumFeatures; ++f) b[f] = {std::max(b[f].lo, v[f].lo), std::min(b[f].hi, v[f].hi)};
   return b;
 }
 
@@ -50,12 +58,16 @@ bool inside(const Box& inner, const Box& outer) {
   return true;
 }
 
-std::vector<Condition> conditions_of(const Box& b) {
+// A rule tests a quantity by range, so a single value of one is written as two bounds;
+// a box, which only records what was verified, writes it as equality.
+enum class Points { as_range, as_equality };
+
+std::vector<Condition> conditions_of(const Box& b, Points points) {
   std::vector<Condition> out;
   for (int f = 0; f < kNumFeatures; ++f) {
     const auto feature = static_cast<Feature>(f);
     const Interval& iv = b[f];
-    if (iv.lo == iv.hi) {
+    if (iv.lo == iv.hi && (points == Points::as_equality || categorical(feature))) {
       out.push_back({feature, Op::eq, iv.lo});
       continue;
     }
@@ -117,6 +129,10 @@ std::string render_split(const SplitExpr& e) {
 std::string render_rule(const Rule& r) {
   std::string cond;
   for (const auto& c : r.when) cond += (cond.empty() ? "" : " and ") + render_condition(c);
+  std::string box;
+  for (const auto& c : r.box) box += (box.empty() ? "" : " and ") + render_condition(c);
+  // The box is marked so that a reader tells what the search chose from what it verified.
+  if (!box.empty()) cond += (cond.empty() ? "" : " and ") + std::string("--[[verified on]] ") + box;
   if (cond.empty()) cond = "true";
   std::string ret = "{ num_splits = " + render_split(r.num_splits);
   if (r.pack_gqa) ret += std::string(", pack_gqa = ") + (*r.pack_gqa ? "true" : "false");
@@ -194,11 +210,12 @@ Program normalise(const Program& in, int max_splits) {
   out.base_source = in.base_source;
   std::vector<Box> kept;
   for (const auto& r : in.rules) {
-    const Box b = box_of(r);
+    const Box b = reach_of(r);
     if (empty(b)) continue;
     if (std::any_of(kept.begin(), kept.end(), [&](const Box& k) { return inside(b, k); })) continue;
     Rule n;
-    n.when = conditions_of(b);
+    n.when = conditions_of(box_of(r.when), Points::as_range);
+    n.box = conditions_of(box_of(r.box), Points::as_equality);
     n.num_splits = normalise_expr(r.num_splits, max_splits);
     n.pack_gqa = r.pack_gqa;
     n.sm_margin = std::max(r.sm_margin, 0);
@@ -270,12 +287,19 @@ std::string program_hash(const Program& p) { return program_hash(p, content_hash
 std::string canonical_rules_text(const Program& p) {
   std::string out;
   out.reserve(64 * p.rules.size() + 8);
-  for (const auto& r : p.rules) {
-    for (const auto& c : r.when) {
+  const auto conditions = [&](const std::vector<Condition>& cs) {
+    for (const auto& c : cs) {
       out += name(c.feature);
       out += to_string(c.op);
       out += std::to_string(c.value);
       out += '&';
+    }
+  };
+  for (const auto& r : p.rules) {
+    conditions(r.when);
+    if (!r.box.empty()) {
+      out += '|';
+      conditions(r.box);
     }
     out += ':';
     const SplitExpr& e = r.num_splits;
@@ -317,10 +341,35 @@ nlohmann::json to_json(const SplitExpr& e) {
   return j;
 }
 
+namespace {
+nlohmann::json conditions_json(const std::vector<Condition>& cs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : cs) out.push_back({std::string(name(c.feature)), std::string(to_string(c.op)), c.value});
+  return out;
+}
+
+std::vector<Condition> conditions_from_json(const nlohmann::json& j, const std::string& p) {
+  if (!j.is_array()) throw InputError(p + ": expected an array of [feature, op, value]");
+  std::vector<Condition> out;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string at = p + "[" + std::to_string(i) + "]";
+    const auto& c = j[i];
+    if (!c.is_array() || c.size() != 3) throw InputError(at + ": expected [feature, op, value]");
+    Condition cond;
+    cond.feature = feature_at(c[0], at + "[0]");
+    if (!c[1].is_string() || !parse_op(c[1].get<std::string>()))
+      throw InputError(at + "[1]: expected one of <, <=, ==, >=, >, got " + json_kind(c[1]));
+    cond.op = *parse_op(c[1].get<std::string>());
+    cond.value = json_integer(c[2], at + "[2]");
+    out.push_back(cond);
+  }
+  return out;
+}
+}  // namespace
+
 nlohmann::json to_json(const Rule& r) {
-  nlohmann::json when = nlohmann::json::array();
-  for (const auto& c : r.when) when.push_back({std::string(name(c.feature)), std::string(to_string(c.op)), c.value});
-  nlohmann::json j = {{"when", when}, {"num_splits", to_json(r.num_splits)}};
+  nlohmann::json j = {{"when", conditions_json(r.when)}, {"num_splits", to_json(r.num_splits)}};
+  if (!r.box.empty()) j["box"] = conditions_json(r.box);
   j["pack_gqa"] = r.pack_gqa ? nlohmann::json(*r.pack_gqa) : nlohmann::json(nullptr);
   j["sm_margin"] = r.sm_margin;
   return j;
@@ -366,22 +415,8 @@ SplitExpr split_expr_from_json(const nlohmann::json& j, const std::string& path)
 Rule rule_from_json(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
   Rule rule;
-  if (const auto* when = r.member("when")) {
-    const std::string p = r.path_of("when");
-    if (!when->is_array()) throw InputError(p + ": expected an array of [feature, op, value]");
-    for (std::size_t i = 0; i < when->size(); ++i) {
-      const std::string at = p + "[" + std::to_string(i) + "]";
-      const auto& c = (*when)[i];
-      if (!c.is_array() || c.size() != 3) throw InputError(at + ": expected [feature, op, value]");
-      Condition cond;
-      cond.feature = feature_at(c[0], at + "[0]");
-      if (!c[1].is_string() || !parse_op(c[1].get<std::string>()))
-        throw InputError(at + "[1]: expected one of <, <=, ==, >=, >, got " + json_kind(c[1]));
-      cond.op = *parse_op(c[1].get<std::string>());
-      cond.value = json_integer(c[2], at + "[2]");
-      rule.when.push_back(cond);
-    }
-  }
+  if (const auto* when = r.member("when")) rule.when = conditions_from_json(*when, r.path_of("when"));
+  if (const auto* box = r.member("box")) rule.box = conditions_from_json(*box, r.path_of("box"));
   const auto* splits = r.member("num_splits");
   if (!splits) throw InputError(r.path_of("num_splits") + ": missing");
   rule.num_splits = split_expr_from_json(*splits, r.path_of("num_splits"));
@@ -405,42 +440,61 @@ Program program_from_json(const nlohmann::json& j, std::string base_source, cons
   return p;
 }
 
+std::vector<Feature> box_features() {
+  std::vector<Feature> every;
+  for (int f = 0; f < kNumFeatures; ++f) every.push_back(static_cast<Feature>(f));
+  return every;
+}
+
+namespace {
+// For each rule, the shapes of `on` it takes by its conditions alone (-1: none).
+std::vector<int> takers(const std::vector<Rule>& rules, const std::vector<FeatureValues>& on) {
+  std::vector<int> out(on.size(), -1);
+  for (std::size_t k = 0; k < on.size(); ++k)
+    for (std::size_t r = 0; r < rules.size() && out[k] < 0; ++r)
+      if (holds(rules[r].when, on[k])) out[k] = static_cast<int>(r);
+  return out;
+}
+}  // namespace
+
 Program verify_boxes(const Program& p, const std::vector<FeatureValues>& verified_on,
-                     const std::vector<Feature>& features, int max_splits) {
-  struct Box {
-    std::vector<std::int64_t> lo, hi;
-    bool taken = false;
-  };
-  std::vector<Box> boxes(p.rules.size(), Box{std::vector<std::int64_t>(features.size()),
-                                             std::vector<std::int64_t>(features.size()), false});
-  for (const FeatureValues& v : verified_on) {
-    std::size_t r = 0;
-    while (r < p.rules.size() && !holds(p.rules[r], v)) ++r;
-    if (r == p.rules.size()) continue;
-    Box& b = boxes[r];
-    for (std::size_t k = 0; k < features.size(); ++k) {
-      const std::int64_t x = v[static_cast<int>(features[k])];
-      b.lo[k] = b.taken ? std::min(b.lo[k], x) : x;
-      b.hi[k] = b.taken ? std::max(b.hi[k], x) : x;
+                     const std::vector<Feature>& features, int max_splits, int min_support) {
+  std::vector<Rule> rules = p.rules;
+  for (Rule& r : rules) r.box.clear();
+  std::vector<int> taker = takers(rules, verified_on);
+  // Dropping a rule hands its shapes to later rules, which may then be supported.
+  for (;;) {
+    std::vector<int> support(rules.size(), 0);
+    for (int t : taker)
+      if (t >= 0) ++support[static_cast<std::size_t>(t)];
+    std::vector<Rule> kept;
+    for (std::size_t r = 0; r < rules.size(); ++r)
+      if (support[r] >= std::max(min_support, 1)) kept.push_back(rules[r]);
+    if (kept.size() == rules.size()) break;
+    rules = std::move(kept);
+    taker = takers(rules, verified_on);
+  }
+  for (std::size_t r = 0; r < rules.size() && !features.empty(); ++r) {
+    for (Feature f : features) {
+      std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+      for (std::size_t k = 0; k < verified_on.size(); ++k) {
+        if (taker[k] != static_cast<int>(r)) continue;
+        lo = std::min(lo, verified_on[k][static_cast<int>(f)]);
+        hi = std::max(hi, verified_on[k][static_cast<int>(f)]);
+      }
+      rules[r].box.push_back({f, Op::ge, lo});
+      rules[r].box.push_back({f, Op::le, hi});
     }
-    b.taken = true;
   }
   Program out = p;
-  out.rules.clear();
-  for (std::size_t r = 0; r < p.rules.size(); ++r) {
-    if (!boxes[r].taken) continue;
-    Rule rule = p.rules[r];
-    for (std::size_t k = 0; k < features.size(); ++k) {
-      rule.when.push_back({features[k], Op::ge, boxes[r].lo[k]});
-      rule.when.push_back({features[k], Op::le, boxes[r].hi[k]});
-    }
-    out.rules.push_back(std::move(rule));
-  }
+  out.rules = std::move(rules);
   return normalise(out, max_splits);
 }
 
-bool holds(const Rule& r, const FeatureValues& v) {
-  for (const auto& c : r.when) {
+bool holds(const Rule& r, const FeatureValues& v) { return holds(r.when, v) && holds(r.box, v); }
+
+bool holds(const std::vector<Condition>& when, const FeatureValues& v) {
+  for (const auto& c : when) {
     const std::int64_t x = v[static_cast<int>(c.feature)];
     bool ok = false;
     switch (c.op) {

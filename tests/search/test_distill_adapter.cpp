@@ -39,6 +39,9 @@ Program rules_on(std::string base_name, std::string_view base_source) {
   a.num_splits.ceil_div = CeilDiv{Feature::nblk, 3};
   a.num_splits.lo = 2;
   a.num_splits.hi = 48;
+  // Verified only on H100s at batch >= 2 and Lk <= 20000 (the checks below run on 78 SMs
+  // too, and on shapes beyond the box, which the export must leave to the later rules).
+  a.box = {{Feature::batch, Op::ge, 2}, {Feature::seqlen_k, Op::le, 20000}, {Feature::num_sms, Op::eq, 132}};
   Rule b;  // h_kv == 8 and seqlen_k >= 4000: 3 splits, unpacked, margin 2
   b.when = {{Feature::h_kv, Op::eq, 8}, {Feature::seqlen_k, Op::ge, 4000}};
   b.num_splits.constant = 3;

@@ -134,3 +134,32 @@ TEST(Operators, AddRuleAimsAtTheShapesWithTheLargestLoss) {
   }
   EXPECT_GT(aimed, 40);
 }
+
+TEST(Operators, EqualityOnlyOnCategoricalFeaturesAndBoundsBetweenTrainingValues) {
+  World w;
+  Rng rng(11);
+  Program p = fa3();
+  int bounds = 0, between = 0;
+  for (int i = 0; i < 600; ++i) {
+    const auto kind = static_cast<OperatorKind>(rng.below(7));  // the structural operators
+    const Program* other = &p;
+    auto child = apply_operator(kind, p, std::span<const Program* const>(&other, 1), {}, w.ctx, rng);
+    if (!child) continue;
+    for (const Rule& r : child->rules)
+      for (const Condition& c : r.when) {
+        if (c.op == Op::eq) {
+          EXPECT_TRUE(categorical(c.feature)) << name(c.feature) << " == " << c.value;
+          continue;
+        }
+        const auto& vals = w.ctx.distinct[static_cast<int>(c.feature)];
+        if (c.value <= vals.front() || c.value >= vals.back()) continue;  // at an end of the range
+        ++bounds;
+        between += !std::binary_search(vals.begin(), vals.end(), c.value);
+      }
+    if (child->rules.size() < 6) p = *child;
+  }
+  ASSERT_GT(bounds, 100);
+  // A bound inside the range lies between two training values (halfway in log space),
+  // unless they are neighbouring integers.
+  EXPECT_GT(between, bounds * 3 / 4) << between << " of " << bounds;
+}

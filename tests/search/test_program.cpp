@@ -23,7 +23,7 @@ Program example() {
   a.num_splits.constant = 3;
   a.pack_gqa = true;
   Rule b;
-  b.when = {{Feature::h_kv, Op::eq, 8}};
+  b.when = {{Feature::head_dim, Op::eq, 128}};
   b.num_splits.quotient = Quotient{Feature::num_sms, Feature::ctas, 2};
   b.num_splits.ceil_div = CeilDiv{Feature::nblk, 2};
   b.num_splits.lo = 1;
@@ -59,8 +59,14 @@ TEST(Program, NormaliseWritesConditionsCanonicallyAndDropsUnreachableRules) {
   ASSERT_EQ(n.rules.size(), 2u);
   const std::vector<Condition> want = {{Feature::nblk, Op::le, 4}, {Feature::ctas, Op::ge, 2}};
   EXPECT_EQ(n.rules[0].when, want);
-  EXPECT_EQ(n.rules[1].when, (std::vector<Condition>{{Feature::h_kv, Op::eq, 8}}));
+  EXPECT_EQ(n.rules[1].when, (std::vector<Condition>{{Feature::head_dim, Op::eq, 128}}));
   EXPECT_EQ(normalise(n), n) << "normalisation is idempotent";
+
+  // Equality is for categorical features: one value of a quantity is a range of width 0.
+  Program point = n;
+  point.rules[1].when = {{Feature::h_kv, Op::eq, 8}, {Feature::batch, Op::le, 1}};
+  EXPECT_EQ(normalise(point).rules[1].when,
+            (std::vector<Condition>{{Feature::batch, Op::le, 1}, {Feature::h_kv, Op::ge, 8}, {Feature::h_kv, Op::le, 8}}));
 
   // An expression that can give one value only is that constant; constants are clamped.
   Program p = n;
@@ -89,7 +95,7 @@ TEST(Program, RendersCanonicalLua) {
       "\n"
       "function dispatch(s, hw)\n"
       "  if s.nblk <= 4 and (s.batch * s.h_kv) >= 2 then return { num_splits = 3, pack_gqa = true, sm_margin = 0 } end\n"
-      "  if s.h_kv == 8 then return { num_splits = clamp(math.min(hw.num_sms // ((s.batch * s.h_kv) * 2), "
+      "  if s.head_dim == 128 then return { num_splits = clamp(math.min(hw.num_sms // ((s.batch * s.h_kv) * 2), "
       "(s.nblk + 1) // 2), 1, 32), sm_margin = 0 } end\n"
       "  return base_dispatch(s, hw)\n"
       "end\n";
@@ -100,7 +106,7 @@ TEST(Program, RendersCanonicalLua) {
 TEST(Program, HashIsStableAndIgnoresWhatNormalisationRemoves) {
   const Program n = normalise(example());
   // A fixed value: a change here means stored runs can no longer recognise their programs.
-  EXPECT_EQ(program_hash(n), "66a7fcceddeea0c6a8b71538909333d3");
+  EXPECT_EQ(program_hash(n), "c94932dacb7ffda2d788554ecc376e4c");
   EXPECT_EQ(program_hash(n).size(), 32u);
 
   Program reordered = example();
@@ -203,13 +209,17 @@ TEST(Program, TheCppTwinAgreesWithTheRenderedLua) {
     auto child = apply_operator(kinds[rng.below(4)], p, {}, {}, ctx, rng);
     if (!child) continue;
     if (child->rules.size() < 10) p = *child;
-    auto script = DispatchScript::load("program", render_lua(*child));
-    for (const auto& s : shapes) {
-      const auto lua = script->dispatch(s, hw);
-      ASSERT_TRUE(lua.ok()) << lua.error;
-      const auto twin = eval_rules(*child, feature_values(s, hw));
-      const Decision want = twin ? resolve(*twin, s) : resolve(Decision{1, std::nullopt, 0}, s);
-      ASSERT_EQ(lua.decision, want) << describe(s) << "\n" << render_lua(*child);
+    // The program as the search writes it, and the same rules boxed on the training shapes
+    // (many of the shapes below lie outside the boxes).
+    for (const Program& program : {*child, verify_boxes(*child, ctx.train, box_features(), 64, 2)}) {
+      auto script = DispatchScript::load("program", render_lua(program));
+      for (const auto& s : shapes) {
+        const auto lua = script->dispatch(s, hw);
+        ASSERT_TRUE(lua.ok()) << lua.error;
+        const auto twin = eval_rules(program, feature_values(s, hw));
+        const Decision want = twin ? resolve(*twin, s) : resolve(Decision{1, std::nullopt, 0}, s);
+        ASSERT_EQ(lua.decision, want) << describe(s) << "\n" << render_lua(program);
+      }
     }
     ++checked;
   }
@@ -284,4 +294,52 @@ TEST(VerifyBoxes, RulesKeepTheirTrainingShapesAndNothingBeyondTheirBox) {
   EXPECT_FALSE(eval_rules(boxed, at(1, 100000)));  // Lk beyond 8192: no rule, the base decides
   EXPECT_FALSE(eval_rules(boxed, at(16, 2048)));   // batch beyond 4 for the first rule, 8 for the last
   EXPECT_EQ(verify_boxes(boxed, train, features), boxed);  // applying it again changes nothing
+}
+
+TEST(VerifyBoxes, ARuleDecidingTooFewTrainingShapesIsDroppedAndItsShapesGoOn) {
+  Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
+  Rule lonely;  // takes one training shape
+  lonely.when = {{Feature::batch, Op::ge, 8}};
+  lonely.num_splits.constant = 5;
+  Rule later;  // takes the rest, and that shape once the first is gone
+  later.when = {{Feature::seqlen_k, Op::ge, 512}};
+  later.num_splits.constant = 4;
+  p.rules = {lonely, later};
+  const std::vector<FeatureValues> train = {at(8, 512), at(4, 8192), at(2, 1024), at(1, 256)};
+  const std::vector<Feature> features = {Feature::batch, Feature::seqlen_k};
+
+  const Program kept = verify_boxes(p, train, features, kMaxSplits, 1);
+  ASSERT_EQ(kept.rules.size(), 2u);
+  EXPECT_EQ(eval_rules(kept, at(8, 512))->num_splits, 5);
+
+  const Program supported = verify_boxes(p, train, features, kMaxSplits, 2);
+  ASSERT_EQ(supported.rules.size(), 1u);
+  EXPECT_EQ(eval_rules(supported, at(8, 512))->num_splits, 4);  // now the later rule's
+  EXPECT_EQ(supported.rules[0].when, later.when);                 // the rule itself unchanged
+  // Its box spans the three shapes it decides: batch 2..8, Lk 512..8192.
+  EXPECT_EQ(eval_rules(supported, at(3, 4096))->num_splits, 4);
+  EXPECT_FALSE(eval_rules(supported, at(16, 1024)));
+  EXPECT_FALSE(eval_rules(supported, at(2, 16384)));
+  EXPECT_FALSE(verify_boxes(p, train, features, kMaxSplits, 4).rules.size());  // nobody has 4
+}
+
+TEST(VerifyBoxes, TheBoxIsKeptApartInJsonAndMarkedInTheLua) {
+  Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
+  Rule r;
+  r.when = {{Feature::seqlen_k, Op::ge, 700}};
+  r.num_splits.constant = 8;
+  p.rules = {r};
+  const Program boxed = verify_boxes(p, {at(1, 1024), at(4, 8192)}, {Feature::batch, Feature::seqlen_k});
+  ASSERT_EQ(boxed.rules.size(), 1u);
+  EXPECT_EQ(boxed.rules[0].when, r.when);
+  const nlohmann::json j = to_json(boxed);
+  EXPECT_EQ(j["rules"][0]["box"], nlohmann::json::parse(
+                                      R"([["batch", "<=", 4], ["seqlen_k", ">=", 1024], ["seqlen_k", "<=", 8192]])"));
+  EXPECT_EQ(program_from_json(nlohmann::json::parse(j.dump()), boxed.base_source), boxed);
+  EXPECT_NE(program_hash(boxed), program_hash(normalise(p)));
+  EXPECT_NE(render_lua(boxed).find("s.seqlen_k >= 700 and --[[verified on]] s.batch <= 4"), std::string::npos)
+      << render_lua(boxed);
+  // The box changes nothing a mutation starts from: the operators see the rule alone.
+  EXPECT_EQ(verify_boxes(boxed, {at(1, 1024), at(4, 8192), at(8, 800), at(2, 900)}, {Feature::batch}),
+            verify_boxes(p, {at(1, 1024), at(4, 8192), at(8, 800), at(2, 900)}, {Feature::batch}));
 }

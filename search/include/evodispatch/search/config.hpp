@@ -71,7 +71,8 @@ struct SearchConfig {
     int max_splits = 64;
     std::vector<int> sm_margins = {0};
     int max_rules = 12;
-    bool verified_boxes = false;
+    bool verified_boxes = true;
+    int min_support = 2;
   } decisions;
 
   // The model-based program family: a latency model fitted to the oracle's measurements.

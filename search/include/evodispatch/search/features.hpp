@@ -47,6 +47,9 @@ std::string_view lua_expression(Feature);
 std::int64_t domain_min(Feature);
 // Whether the feature can never be 0, so dividing by it is safe.
 bool positive(Feature);
+// Whether the feature names a kind rather than a quantity (head_dim, page_size): the only
+// features a rule may test for equality; every other is tested by range.
+bool categorical(Feature);
 
 std::int64_t value(Feature, const Shape&, const DeviceInfo&);
 

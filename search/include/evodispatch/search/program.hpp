@@ -58,6 +58,10 @@ struct SplitExpr {
 
 struct Rule {
   std::vector<Condition> when;    // a conjunction; empty: always
+  // The box of feature values the rule was verified on (verify_boxes), kept apart from
+  // `when` so that mutations act on the rule and the box is recomputed from scratch: a
+  // further conjunction, >= and <= per feature; empty: no box.
+  std::vector<Condition> box;
   SplitExpr num_splits;
   std::optional<bool> pack_gqa;   // unset: the contract's default (true when qpk > 1)
   int sm_margin = 0;
@@ -74,8 +78,8 @@ struct Program {
 // A program whose rule list is empty, in front of `source` (canonicalised here).
 Program base_program(std::string name, std::string_view source);
 
-// The canonical form: conditions become per-feature intervals written in feature order
-// (==, or >= and <=), trivially true bounds and duplicates disappear, expressions are
+// The canonical form: conditions (and boxes, apart) become per-feature intervals written
+// in feature order (==, or >= and <=), trivially true bounds and duplicates disappear, expressions are
 // clamped into [1, max_splits] and collapse to a constant when they can only give one
 // value, and rules no shape can reach (an empty condition, or one inside an earlier
 // rule's) are dropped. Idempotent.
@@ -132,20 +136,26 @@ Program program_from_json(const nlohmann::json&, std::string base_source, const 
 Rule rule_from_json(const nlohmann::json&, const std::string& path);
 SplitExpr split_expr_from_json(const nlohmann::json&, const std::string& path);
 
-// Each rule confined to the box it was verified on: for every feature of `features`, the
-// range of values over the shapes of `verified_on` that the rule takes (the first rule
-// that holds); a rule that takes none of them is dropped. The decision on every shape of
-// `verified_on` is unchanged; any other shape outside a rule's box falls through to the
-// later rules and to the base, so no rule extrapolates beyond what was measured.
-// Normalised (into [1, max_splits]); applying it again changes nothing.
+// Each rule confined to the box it was verified on. Boxes are first removed, then every
+// shape of `verified_on` goes to the first rule whose `when` holds; a rule that takes
+// fewer than `min_support` of them is dropped (and the shapes go again), and each rule
+// left gets as its box, for every feature of `features`, the range of values over the
+// shapes it takes (no box when `features` is empty). The decision on every shape of
+// `verified_on` is that of the program without its boxes and unsupported rules; any other
+// shape outside a rule's box falls through to the later rules and to the base, so no rule
+// extrapolates beyond what was measured. Normalised (into [1, max_splits]); applying it
+// again changes nothing.
 Program verify_boxes(const Program&, const std::vector<FeatureValues>& verified_on, const std::vector<Feature>& features,
-                     int max_splits = kMaxSplits);
+                     int max_splits = kMaxSplits, int min_support = 1);
+// The features a verified box covers: every feature.
+std::vector<Feature> box_features();
 
 // The C++ twin of the rendered rules: the decision of the first rule that holds for
 // these feature values (pack_gqa left unset when the rule leaves it), or nullopt.
 std::optional<Decision> eval_rules(const Program&, const FeatureValues&);
 int eval_split(const SplitExpr&, const FeatureValues&);
-bool holds(const Rule&, const FeatureValues&);
+bool holds(const Rule&, const FeatureValues&);  // `when` and `box`
+bool holds(const std::vector<Condition>&, const FeatureValues&);
 
 // The features a program's rules use (conditions and expressions).
 FeatureSet features_used(const Program&);
