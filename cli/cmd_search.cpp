@@ -164,6 +164,14 @@ void print_test(const nlohmann::json& t, bool no_winner) {
   for (const auto& u : t["under_floor"]) confirmed += u.value("confirmed_under_floor", false) ? 1 : 0;
   std::cout << "                fresh shapes of " << t.value("workload", std::string()) << ": "
             << t.value("below_floor", 0) << " under the floor, " << confirmed << " confirmed when re-measured\n";
+  const auto& c = t.value("confirmed", nlohmann::json());
+  if (!c.is_object()) return;
+  std::cout << "    re-measured geomean " << fixed(c.value("geomean", 0.0), 4) << "x, worst " << fixed(c.value("worst", 0.0), 3)
+            << "x";
+  if (c["oracle_fraction"].is_number())
+    std::cout << ", " << fixed(100 * c["oracle_fraction"].get<double>(), 1) << "% of the oracle's gain (oracle "
+              << fixed(c["oracle_geomean"].get<double>(), 4) << "x)";
+  std::cout << ": winner and oracle against the baseline, interleaved, on " << c.value("shapes", 0) << " shapes\n";
 }
 
 // Each program family's best finalist on validation and, when there is a test split, on test.

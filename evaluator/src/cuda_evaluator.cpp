@@ -49,10 +49,23 @@ std::string unsupported(const Shape& s) {
   return "";
 }
 
-std::string case_id(const MeasureCase& c, const Decision& resolved) {
-  std::string id = to_json(c.shape).dump() + to_json(resolved).dump();
+// The case alone: its shape and request lengths, which fix its inputs.
+std::string case_key(const MeasureCase& c) {
+  std::string id = to_json(c.shape).dump();
   for (int l : c.seqlens) id += "," + std::to_string(l);
   return id;
+}
+
+std::string case_id(const MeasureCase& c, const Decision& resolved) { return case_key(c) + to_json(resolved).dump(); }
+
+// The split workspace a case's buffers are made with: room for the oracle's largest
+// split count when that costs at most as much again as the inputs (long caches, where
+// allocating and filling dominate), else just what the decision needs.
+constexpr int kWorkspaceSplits = 64;
+int workspace_splits(const Shape& shape, int num_splits) {
+  if (num_splits >= kWorkspaceSplits) return num_splits;
+  const std::int64_t inputs = gpu::case_layout(shape, 1).set_bytes;
+  return gpu::case_layout(shape, kWorkspaceSplits).set_bytes <= 2 * inputs ? kWorkspaceSplits : num_splits;
 }
 
 // One decision made ready to launch on this GPU: the loaded kernels and their launch.
@@ -101,6 +114,40 @@ struct CudaEvaluator::Impl {
     int decode_sms = 0;
   };
   std::map<std::string, Checked> checked;
+
+  // The last case's buffers and reference output, kept for the next measurement of the
+  // same case: the oracle measures every decision of a shape in a row, and allocating,
+  // filling and referencing a cache of many GiB once per decision costs more than timing
+  // it. Set 0's inputs depend only on the case, so the reference holds for any buffers.
+  struct LastCase {
+    std::string key;
+    std::unique_ptr<gpu::DecodeBuffers> buffers;
+    int max_splits = 0;
+    bool timed = false;
+    L2Mode l2 = L2Mode::cold;
+    BufferSets sets;
+    std::optional<std::pair<std::vector<float>, std::vector<float>>> reference;  // out, lse
+  };
+  LastCase last;
+
+  // Buffers for `c` with a workspace of at least max_splits, made or kept; `sets` says
+  // how many input sets they rotate through (timed: enough for a cold L2).
+  const gpu::DecodeBuffers& buffers_for(const MeasureCase& c, int max_splits, bool timed, L2Mode l2, BufferSets& sets) {
+    const std::string key = case_key(c);
+    if (last.key != key) last = LastCase{key};
+    const bool fits = last.buffers && last.max_splits >= max_splits && (!timed || (last.timed && last.l2 == l2));
+    if (!fits) {
+      last.buffers.reset();  // freed before the next is sized against the free memory
+      const int workspace = std::max(workspace_splits(c.shape, max_splits), last.max_splits);
+      last.sets = timed ? buffer_sets(gpu::case_layout(c.shape, workspace), l2) : BufferSets{};
+      last.buffers = std::make_unique<gpu::DecodeBuffers>(c, workspace, last.sets.sets, support, *stream);
+      last.max_splits = workspace;
+      last.timed = timed;
+      last.l2 = l2;
+    }
+    sets = last.sets;
+    return *last.buffers;
+  }
 
   cudaStream_t s() const { return stream->get(); }
 
@@ -193,19 +240,30 @@ struct CudaEvaluator::Impl {
     std::vector<int> sm_of(static_cast<std::size_t>(p.launch.plan.grid_ctas));
     check(cudaMemcpyAsync(sm_of.data(), cta_sms.get(), sm_of.size() * sizeof(int), cudaMemcpyDeviceToHost, s()),
           "copy the CTAs' SMs");
-    gpu::DeviceBuffer ref_out(static_cast<std::size_t>(l.q_elems) * sizeof(float));
-    gpu::DeviceBuffer ref_lse(lse_n * sizeof(float));
-    support.reference(buf.reference_params(static_cast<float*>(ref_out.get()), static_cast<float*>(ref_lse.get())), s());
     std::vector<std::uint16_t> out(static_cast<std::size_t>(l.q_elems));
-    std::vector<float> ref(out.size()), lse(lse_n), rlse(lse_n);
+    std::vector<float> lse(lse_n);
     check(cudaMemcpyAsync(out.data(), buf.out(0), out.size() * 2, cudaMemcpyDeviceToHost, s()), "copy out");
-    check(cudaMemcpyAsync(ref.data(), ref_out.get(), ref.size() * 4, cudaMemcpyDeviceToHost, s()), "copy reference");
     check(cudaMemcpyAsync(lse.data(), buf.lse(), lse_n * 4, cudaMemcpyDeviceToHost, s()), "copy lse");
-    check(cudaMemcpyAsync(rlse.data(), ref_lse.get(), lse_n * 4, cudaMemcpyDeviceToHost, s()), "copy reference lse");
+    const auto& [ref, rlse] = reference_of(buf, l.q_elems, lse_n);
     stream->sync();
     std::sort(sm_of.begin(), sm_of.end());
     decode_sms = static_cast<int>(std::unique(sm_of.begin(), sm_of.end()) - sm_of.begin());
     return check_output(out, shape.dtype, ref, lse, rlse, output_tolerance(shape.dtype));
+  }
+
+  // The reference's output and LSE on set 0 of the last case's buffers, computed once.
+  const std::pair<std::vector<float>, std::vector<float>>& reference_of(const gpu::DecodeBuffers& buf, std::int64_t q_elems,
+                                                                       std::size_t lse_n) {
+    if (last.reference) return *last.reference;
+    gpu::DeviceBuffer ref_out(static_cast<std::size_t>(q_elems) * sizeof(float));
+    gpu::DeviceBuffer ref_lse(lse_n * sizeof(float));
+    support.reference(buf.reference_params(static_cast<float*>(ref_out.get()), static_cast<float*>(ref_lse.get())), s());
+    std::vector<float> ref(static_cast<std::size_t>(q_elems)), rlse(lse_n);
+    check(cudaMemcpyAsync(ref.data(), ref_out.get(), ref.size() * 4, cudaMemcpyDeviceToHost, s()), "copy reference");
+    check(cudaMemcpyAsync(rlse.data(), ref_lse.get(), lse_n * 4, cudaMemcpyDeviceToHost, s()), "copy reference lse");
+    stream->sync();
+    last.reference.emplace(std::move(ref), std::move(rlse));
+    return *last.reference;
   }
 
   // Checks `p` unless this case already passed; "" or why it failed (rel_error set).
@@ -322,10 +380,10 @@ Measurement CudaEvaluator::measure(const MeasureCase& c, const Decision& d, cons
       return m;
     }
     m.plan = p.launch.row_plan;
-    const gpu::CaseLayout layout = gpu::case_layout(c.shape, p.decision().num_splits);
+    BufferSets sets;
+    const gpu::DecodeBuffers& buf = impl_->buffers_for(c, p.decision().num_splits, t.replays > 0, t.l2, sets);
+    const gpu::CaseLayout& layout = buf.layout();
     const bool timed = t.replays > 0;
-    const BufferSets sets = timed ? impl_->buffer_sets(layout, t.l2) : BufferSets{};
-    const gpu::DecodeBuffers buf(c, p.decision().num_splits, sets.sets, impl_->support, *impl_->stream);
     if (std::string why = impl_->ensure_checked(c, p, buf, t, m); !why.empty()) {
       m.error = why;
       return m;
@@ -388,9 +446,8 @@ Comparison CudaEvaluator::compare(const MeasureCase& c, const Decision& a, const
     cmp.b.plan = pb.launch.row_plan;
     // One set of buffers serves both: room for the larger workspace.
     const int max_splits = std::max(pa.decision().num_splits, pb.decision().num_splits);
-    const gpu::CaseLayout layout = gpu::case_layout(c.shape, max_splits);
-    const BufferSets sets = impl_->buffer_sets(layout, t.l2);
-    const gpu::DecodeBuffers buf(c, max_splits, sets.sets, impl_->support, *impl_->stream);
+    BufferSets sets;
+    const gpu::DecodeBuffers& buf = impl_->buffers_for(c, max_splits, true, t.l2, sets);
     if (std::string why = impl_->ensure_checked(c, pa, buf, t, cmp.a); !why.empty()) return fail("a: " + why);
     if (std::string why = impl_->ensure_checked(c, pb, buf, t, cmp.b); !why.empty()) return fail("b: " + why);
 
@@ -450,6 +507,7 @@ ReferenceRun CudaEvaluator::run_reference(const MeasureCase& c) {
   validate(c.shape, "shape");
   if (const std::string why = unsupported(c.shape); !why.empty()) throw InputError(why);
   impl_->select_device();
+  impl_->last = {};  // the memory a kept case holds
   const gpu::DecodeBuffers buf(c, 1, 1, impl_->support, *impl_->stream);
   const gpu::CaseLayout& l = buf.layout();
   const std::size_t lse_n = static_cast<std::size_t>(c.shape.batch) * c.shape.h_q * c.shape.seqlen_q;

@@ -247,8 +247,13 @@ struct SearchEngine::Impl {
   // --- engine_test.cpp
   void load_test_split(const nlohmann::json& stored);  // the run config's "test"
   nlohmann::json test_report(const std::optional<Program>& winner);
-  std::vector<double> test_oracle(Measurer&, const std::vector<double>& base_us);
-  nlohmann::json confirm_test_shapes(const Fitness&, const std::vector<Decision>& base, const std::vector<Decision>& mine);
+  std::vector<double> test_oracle(Measurer&, const std::vector<double>& base_us, std::vector<Decision>& decisions);
+  std::vector<std::optional<double>> confirm_on_test(const std::vector<Decision>& base,
+                                                     const std::vector<Decision>& decisions, const std::string& whose);
+  nlohmann::json under_floor_rows(const Fitness&, const std::vector<Decision>& base, const std::vector<Decision>& mine,
+                                  const std::vector<std::optional<double>>& confirmed) const;
+  nlohmann::json confirmed_figures(const std::vector<std::optional<double>>& mine,
+                                   const std::vector<std::optional<double>>& oracle) const;
 
   // --- engine_final.cpp
   nlohmann::json finish();

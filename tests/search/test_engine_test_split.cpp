@@ -83,6 +83,17 @@ TEST(TestSplit, FreshShapesOfTheDomainDisjointFromTheWorkloadAndOnlyReported) {
   EXPECT_EQ(with.summary["shapes"]["test"], 40);
   // Every shape under the floor was re-measured, and only those.
   EXPECT_EQ(t["under_floor"].size(), static_cast<std::size_t>(t["below_floor"].get<int>()));
+  // The winner and the oracle re-measured interleaved against the baseline: on the
+  // deterministic simulator, the same figures as the independent measurements.
+  const auto& c = t["confirmed"];
+  ASSERT_TRUE(c.is_object()) << t.dump();
+  EXPECT_EQ(c["shapes"], 40);
+  EXPECT_EQ(c["failed"], 0);
+  EXPECT_NEAR(c["geomean"].get<double>(), t["geomean"].get<double>(), 1e-9);
+  EXPECT_NEAR(c["oracle_geomean"].get<double>(), t["oracle_geomean"].get<double>(), 1e-9);
+  EXPECT_EQ(c["below_floor"], t["below_floor"]);
+  if (t["oracle_fraction"].is_number())
+    EXPECT_NEAR(c["oracle_fraction"].get<double>(), t["oracle_fraction"].get<double>(), 1e-6);
 }
 
 TEST(TestSplit, DrawnWithItsOwnSeedTheSameEveryTime) {
