@@ -318,8 +318,7 @@ std::vector<Field> declare_fields() {
            "score = log(geomean) - penalty x the sum of the log shortfalls below the floor"),
 
       flag(CONFIG_MEMBER(oracle.enabled),
-           "measure the oracle (the best decision per shape over the space below): the oracle fraction and "
-           "add_rule's targets"),
+           "measure the best decision per shape over the space below (the oracle fraction, add_rule's targets)"),
       written_if(integer(CONFIG_MEMBER(oracle.min_splits), splits, "the oracle's smallest num_splits (or give `splits`)"),
                  split_range_given),
       written_if(integer(CONFIG_MEMBER(oracle.max_splits), splits, "the oracle's largest num_splits (or give `splits`)"),
@@ -335,14 +334,12 @@ std::vector<Field> declare_fields() {
                "the sm_margin values a rule may return"),
       integer(CONFIG_MEMBER(decisions.max_rules), {1, 256}, "the most rules a program may have"),
       flag(CONFIG_MEMBER(decisions.verified_boxes),
-           "confine each rule to the feature box of the training shapes it decides (no literal changes of a "
-           "script base): no rule extrapolates"),
+           "confine each rule to the feature box of the training shapes it decides: no rule extrapolates"),
       integer(CONFIG_MEMBER(decisions.min_support), {1, 1 << 20},
-              "the fewest training shapes a rule must decide; a rule deciding fewer is dropped"),
+              "the fewest training shapes a rule must decide, else it is dropped"),
 
       flag(CONFIG_MEMBER(model.enabled),
-           "also search the model-based family: a latency model fitted to the oracle's measurements; half the "
-           "islands start from it (needs the oracle)"),
+           "also search the model-based family (a latency model fitted to the oracle) on half the islands"),
       integer(CONFIG_MEMBER(model.restarts), {0, 64}, "perturbed restarts of the model's fit"),
 
       integer(CONFIG_MEMBER(islands.count), {1, 64}, "islands on the ring"),
@@ -380,8 +377,8 @@ std::vector<Field> declare_fields() {
       integer(CONFIG_MEMBER(external.max_output_bytes), {1, kUnbounded}, "the most output accepted from the mutator"),
 
       choice(CONFIG_MEMBER(cascade.estimate), {"auto", "none", "sim:PROFILE"}, is_estimate,
-             "the cheap estimate before the device: auto is the simulator profile of the GPU's model on a GPU and "
-             "nothing on the simulator, where the estimate is the measurement"),
+             "the cheap estimate before the device; auto: the GPU model's simulator profile on a GPU, none on the "
+             "simulator"),
       real(CONFIG_MEMBER(cascade.estimate_slack), {0, 10},
            "measure on the device only within this much log-speedup of the island's best estimate"),
       integer(CONFIG_MEMBER(cascade.threads), {0, 256}, "sandbox threads; 0: one per core"),
@@ -397,8 +394,8 @@ std::vector<Field> declare_fields() {
               "interleaved candidate / baseline pairs per shape in that confirmation"),
 
       text(CONFIG_MEMBER(test.workload),
-           "the domain the test split is drawn from (a shipped domain or a file); empty: the run's workload when "
-           "it is a domain, else no test split"),
+           "the domain test shapes are drawn from (shipped, or a file); empty: the workload if it is a domain, "
+           "else none"),
       integer(CONFIG_MEMBER(test.samples), {0, 100000}, "fresh shapes in the test split (0: none)"),
       integer(CONFIG_MEMBER(test.seed), non_negative, "the test sample's seed, apart from the run's and the split's"),
 
