@@ -37,6 +37,31 @@ std::string int_list(const std::vector<int>& v) {
 
 }  // namespace
 
+std::array<std::int64_t, kModelBoxQuantities> model_box_values(const Shape& s) {
+  return {s.head_dim, s.seqlen_q, s.page_size, s.h_q / std::max(s.h_kv, 1), std::int64_t{s.batch} * s.h_kv, s.seqlen_k};
+}
+
+ModelBox model_box_of(const std::vector<Shape>& shapes) {
+  ModelBox box{};
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const auto v = model_box_values(shapes[i]);
+    for (int q = 0; q < kModelBoxQuantities; ++q) {
+      box[q].lo = i ? std::min(box[q].lo, v[q]) : v[q];
+      box[q].hi = i ? std::max(box[q].hi, v[q]) : v[q];
+    }
+  }
+  return box;
+}
+
+namespace {
+bool inside(const ModelBox& box, const Shape& s) {
+  const auto v = model_box_values(s);
+  for (int q = 0; q < kModelBoxQuantities; ++q)
+    if (v[q] < box[q].lo || v[q] > box[q].hi) return false;
+  return true;
+}
+}  // namespace
+
 const std::vector<LatencyParameter>& latency_parameters() {
   static const std::vector<LatencyParameter> params = {
       {"ctas_per_sm", &LatencyModel::ctas_per_sm, 1, 64},
@@ -61,6 +86,10 @@ void validate(const LatencyModel& m, std::string_view where) {
   if (m.sm_margins.empty()) fail("sm_margins must not be empty");
   for (int g : m.sm_margins)
     if (g < 0) fail("sm_margins: " + std::to_string(g) + " is negative");
+  for (int q = 0; q < kModelBoxQuantities; ++q)
+    if (m.box[q].lo < 0 || m.box[q].lo > m.box[q].hi || m.box[q].hi > ModelRange{}.hi)
+      fail(std::string("box.") + kModelBoxNames[q] + " = [" + std::to_string(m.box[q].lo) + ", " +
+           std::to_string(m.box[q].hi) + "] is not a range in [0, 2^40]");
   for (const auto& p : latency_parameters())
     if (m.*p.field < p.lo || m.*p.field > p.hi)
       fail(std::string(p.name) + " = " + std::to_string(m.*p.field) + " is not in [" + std::to_string(p.lo) + ", " +
@@ -84,6 +113,7 @@ std::int64_t predict_ps(const LatencyModel& m, const Shape& s, const DeviceInfo&
 }
 
 Decision model_decision(const LatencyModel& m, const Shape& s, const DeviceInfo& hw, const Decision& baseline) {
+  if (!inside(m.box, s)) return resolve(baseline, s);
   std::optional<std::int64_t> best;
   Decision d;
   for (int margin : m.sm_margins) {
@@ -119,6 +149,9 @@ std::string render_lua(const LatencyModel& m, std::string_view baseline_source) 
   for (std::size_t i = 0; i < m.pack_gqa.size(); ++i) o << (i ? ", " : "") << (m.pack_gqa[i] ? "true" : "false");
   o << "}\n";
   o << "local MARGINS = {" << int_list(m.sm_margins) << "}\n";
+  o << "local BOX = {";
+  for (int q = 0; q < kModelBoxQuantities; ++q) o << (q ? ", " : "") << m.box[q].lo << ", " << m.box[q].hi;
+  o << "}\n";
   o << kBaselineOpen << baseline_source;
   if (!baseline_source.empty() && !baseline_source.ends_with('\n')) o << "\n";
   o << kBaselineClose;
@@ -146,6 +179,10 @@ local function predict_ps(s, hw, k, pack, margin)
   return t
 end
 function dispatch(s, hw)
+  local v = {s.head_dim, s.seqlen_q, s.page_size, s.qpk, s.batch * s.h_kv, s.seqlen_k}
+  for i = 1, #v do
+    if v[i] < BOX[2 * i - 1] or v[i] > BOX[2 * i] then return baseline_dispatch(s, hw) end
+  end
   local best, d = nil, nil
   for _, margin in ipairs(MARGINS) do
     if margin < hw.num_sms then
@@ -198,20 +235,23 @@ std::optional<std::int64_t> integer_of(const std::string& text) {
 std::optional<ModelScript> latency_model_of(std::string_view src) {
   std::vector<std::string_view> lines;
   std::size_t at = 0;
-  while (at < src.size() && lines.size() < 4) {
+  while (at < src.size() && lines.size() < 5) {
     const std::size_t nl = src.find('\n', at);
     if (nl == std::string_view::npos) return std::nullopt;
     lines.push_back(src.substr(at, nl - at));
     at = nl + 1;
   }
-  if (lines.size() < 4 || src.substr(at, kBaselineOpen.size()) != kBaselineOpen) return std::nullopt;
+  if (lines.size() < 5 || src.substr(at, kBaselineOpen.size()) != kBaselineOpen) return std::nullopt;
   const std::size_t close = src.rfind(kBaselineClose);
   if (close == std::string_view::npos || close < at + kBaselineOpen.size()) return std::nullopt;
   const auto params = braced_items(lines[0], "local M = {");
   const auto splits = braced_items(lines[1], "local SPLITS = {");
   const auto packs = braced_items(lines[2], "local PACK = {");
   const auto margins = braced_items(lines[3], "local MARGINS = {");
-  if (!params || !splits || !packs || !margins || params->size() != latency_parameters().size()) return std::nullopt;
+  const auto box = braced_items(lines[4], "local BOX = {");
+  if (!params || !splits || !packs || !margins || !box || params->size() != latency_parameters().size() ||
+      box->size() != 2 * kModelBoxQuantities)
+    return std::nullopt;
   ModelScript out;
   LatencyModel& m = out.model;
   for (std::size_t i = 0; i < params->size(); ++i) {
@@ -238,6 +278,11 @@ std::optional<ModelScript> latency_model_of(std::string_view src) {
     if (!v || *v > 65536) return std::nullopt;
     m.sm_margins.push_back(static_cast<int>(*v));
   }
+  for (int q = 0; q < kModelBoxQuantities; ++q) {
+    const auto lo = integer_of((*box)[2 * q]), hi = integer_of((*box)[2 * q + 1]);
+    if (!lo || !hi) return std::nullopt;
+    m.box[q] = {*lo, *hi};
+  }
   try {
     validate(m);
   } catch (const InputError&) {
@@ -252,12 +297,15 @@ std::optional<ModelScript> latency_model_of(std::string_view src) {
 nlohmann::json to_json(const LatencyModel& m) {
   nlohmann::json params = nlohmann::json::object();
   for (const auto& p : latency_parameters()) params[p.name] = m.*p.field;
-  return {{"splits", m.splits}, {"pack_gqa", m.pack_gqa}, {"sm_margins", m.sm_margins}, {"parameters", params}};
+  nlohmann::json box = nlohmann::json::object();
+  for (int q = 0; q < kModelBoxQuantities; ++q) box[kModelBoxNames[q]] = {m.box[q].lo, m.box[q].hi};
+  return {{"splits", m.splits}, {"pack_gqa", m.pack_gqa}, {"sm_margins", m.sm_margins}, {"parameters", params},
+          {"box", box}};
 }
 
 LatencyModel latency_model_from_json(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
-  r.allow_only({"splits", "pack_gqa", "sm_margins", "parameters"});
+  r.allow_only({"splits", "pack_gqa", "sm_margins", "parameters", "box"});
   LatencyModel m;
   auto ints = [&](const char* field) {
     const auto* v = r.member(field);
@@ -282,6 +330,17 @@ LatencyModel latency_model_from_json(const nlohmann::json& j, const std::string&
   JsonReader pr(*params, r.path_of("parameters"));
   for (const auto& p : latency_parameters()) m.*p.field = pr.required_integer(p.name);
   pr.finish();
+  if (const auto* box = r.member("box")) {  // absent (written before boxes): unbounded
+    JsonReader br(*box, r.path_of("box"));
+    for (int q = 0; q < kModelBoxQuantities; ++q) {
+      const std::string at = br.path_of(kModelBoxNames[q]);
+      const auto* range = br.member(kModelBoxNames[q]);
+      if (!range) continue;
+      if (!range->is_array() || range->size() != 2) throw InputError(at + ": expected [lo, hi]");
+      m.box[q] = {json_integer((*range)[0], at + "[0]"), json_integer((*range)[1], at + "[1]")};
+    }
+    br.finish();
+  }
   r.finish();
   validate(m, path);
   return m;

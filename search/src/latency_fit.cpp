@@ -162,6 +162,8 @@ LatencyFit fit_latency_model(const LatencySamples& samples, const DeviceInfo& hw
   }
   LatencyFit fit;
   fit.model = best_model;
+  // It answers only where it was fitted: every sample lies inside, so its score stands.
+  fit.model.box = model_box_of(samples.shapes);
   fit.score = best.fitness.score;
   fit.geomean = best.fitness.geomean;
   fit.oracle_fraction = best.fitness.oracle_fraction;

@@ -64,6 +64,11 @@ LatencyModel odd_model() {
   m.sm_ps_per_kib = 19000;
   m.combine_ps = 4100;
   m.combine_row_ps = 77;
+  m.box[0] = {64, 128};    // head_dim
+  m.box[1] = {1, 4};       // seqlen_q
+  m.box[3] = {1, 32};      // qpk
+  m.box[4] = {2, 5000};    // ctas
+  m.box[5] = {64, 200000}; // seqlen_k
   return m;
 }
 
@@ -177,4 +182,38 @@ TEST(LatencyModel, HugeShapesSaturateInsteadOfOverflowing) {
   EXPECT_GT(predict_ps(m, s, h100(), 1, true, 131), 0);
   auto script = DispatchScript::load("model", render_lua(m, fa3()));
   EXPECT_EQ(script->dispatch(s, h100()).decision, decide(m, s));
+}
+
+TEST(LatencyModel, OutsideItsBoxTheBaselineDecides) {
+  LatencyModel m = odd_model();
+  m.min_gain_permille = 0;
+  // A shape inside the box where the model departs from FA3.
+  Shape inside;
+  bool found = false;
+  for (const Shape& s : random_shapes(400, 3))
+    if (s.head_dim == 128 && s.seqlen_k >= 64 && s.seqlen_k <= 100000 && s.seqlen_q == 1 && s.h_q / s.h_kv <= 32 &&
+        std::int64_t{s.batch} * s.h_kv >= 2 && std::int64_t{s.batch} * s.h_kv <= 2500 &&
+        decide(m, s) != resolve(fa3_reference(s, h100()), s)) {
+      inside = s;
+      found = true;
+      break;
+    }
+  ASSERT_TRUE(found);
+  Shape wider = inside;
+  wider.head_dim = 256;  // a head dim the model was not fitted on
+  EXPECT_EQ(decide(m, wider), resolve(fa3_reference(wider, h100()), wider));
+  Shape longer = inside;
+  longer.seqlen_k = 300000;  // beyond its longest cache
+  EXPECT_EQ(decide(m, longer), resolve(fa3_reference(longer, h100()), longer));
+  const ModelBox hull = model_box_of({decode(2, 100000, 8, 1), decode(4, 64, 32, 8, 64)});
+  EXPECT_EQ(hull[0], (ModelRange{64, 128}));
+  EXPECT_EQ(hull[3], (ModelRange{4, 8}));
+  EXPECT_EQ(hull[4], (ModelRange{2, 32}));
+  EXPECT_EQ(hull[5], (ModelRange{64, 100000}));
+  nlohmann::json written_before_boxes = to_json(m);
+  written_before_boxes.erase("box");
+  EXPECT_EQ(latency_model_from_json(written_before_boxes).box, ModelBox{});
+  nlohmann::json bad = to_json(m);
+  bad["box"]["qpk"] = {9, 3};
+  EXPECT_THROW(latency_model_from_json(bad), InputError);
 }

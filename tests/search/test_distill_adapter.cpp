@@ -128,6 +128,10 @@ TEST(DistillAdapter, RulesInFrontOfALatencyModelExportTheModelExactly) {
   m.splits = {1, 2, 3, 4, 6, 8, 16, 32, 64};
   m.sm_margins = {0, 4};
   m.min_gain_permille = 30;
+  // Fitted on D <= 128, Lq 1, KV up to 200 000: FA3 decides the other shapes below.
+  m.box[0] = {64, 128};
+  m.box[1] = {1, 1};
+  m.box[5] = {1, 200000};
   const std::string fa3 = base_program("fa3", *builtin_policy_source("fa3")).base_source;
   const Program p = rules_on("model", render_lua(m, fa3));
   const DeviceInfo hw = h100();

@@ -17,8 +17,12 @@
 // Candidates are tried margins-major, then pack_gqa, then splits, in list order; the first
 // strict minimum wins. The baseline policy's own decision stands unless the winner is
 // predicted faster by more than min_gain_permille / 1000 of the baseline's predicted time:
-// where the model is unsure, the program is the baseline. Integer arithmetic keeps the Lua
+// where the model is unsure, the program is the baseline. So it is outside the model's box:
+// the ranges of head_dim, seqlen_q, page_size, qpk, ctas (batch * h_kv) and seqlen_k it was
+// fitted on, so that it never answers for a head dim or a load it never saw measured.
+// Integer arithmetic keeps the Lua
 // program, this C++ twin and every emitted export in exact agreement.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,6 +34,20 @@
 #include <evodispatch/heuristics/contract.hpp>
 
 namespace evodispatch {
+
+// The shape quantities a model's box bounds, in this order.
+inline constexpr int kModelBoxQuantities = 6;
+inline constexpr std::array<const char*, kModelBoxQuantities> kModelBoxNames = {"head_dim", "seqlen_q", "page_size",
+                                                                                "qpk",      "ctas",     "seqlen_k"};
+std::array<std::int64_t, kModelBoxQuantities> model_box_values(const Shape&);
+struct ModelRange {
+  std::int64_t lo = 0;
+  std::int64_t hi = std::int64_t{1} << 40;  // no bound
+  bool operator==(const ModelRange&) const = default;
+};
+using ModelBox = std::array<ModelRange, kModelBoxQuantities>;
+// The smallest box holding every shape (the unbounded box when there is none).
+ModelBox model_box_of(const std::vector<Shape>&);
 
 struct LatencyModel {
   std::vector<int> splits = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // candidate counts
@@ -44,6 +62,7 @@ struct LatencyModel {
   std::int64_t combine_ps = 3000;      // the combine kernel's launch and fixed cost
   std::int64_t combine_row_ps = 50;    // one (output row, split) per SM in the combine
   std::int64_t min_gain_permille = 10; // the predicted gain that overrides the baseline
+  ModelBox box{};                      // where the model answers; elsewhere the baseline
   bool operator==(const LatencyModel&) const = default;
 };
 
