@@ -10,6 +10,7 @@
 #include <evodispatch/heuristics/policy.hpp>
 
 #include "../support/scratch.hpp"
+#include "../support/devices.hpp"
 
 namespace fs = std::filesystem;
 using namespace evodispatch;
@@ -17,15 +18,7 @@ using namespace evodispatch::distill;
 
 namespace {
 
-DeviceInfo h100() {
-  DeviceInfo hw;
-  hw.name = "H100 SXM";
-  hw.num_sms = 132;
-  hw.l2_bytes = 50 << 20;
-  hw.mem_bw_bytes_per_s = 3.35e12;
-  hw.cc = 90;
-  return hw;
-}
+DeviceInfo h100() { return test::h100_sxm(); }
 
 fs::path temp_dir(const std::string& name) {
   fs::path p = test::scratch_path(name);

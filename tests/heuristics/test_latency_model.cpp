@@ -10,20 +10,13 @@
 #include <evodispatch/heuristics/dispatch_script.hpp>
 #include <evodispatch/heuristics/latency_model.hpp>
 #include <evodispatch/heuristics/policy.hpp>
+#include "../support/devices.hpp"
 
 using namespace evodispatch;
 
 namespace {
 
-DeviceInfo h100() {
-  DeviceInfo hw;
-  hw.name = "H100 SXM";
-  hw.num_sms = 132;
-  hw.l2_bytes = 50 << 20;
-  hw.mem_bw_bytes_per_s = 3.35e12;
-  hw.cc = 90;
-  return hw;
-}
+DeviceInfo h100() { return test::h100_sxm(); }
 
 Shape decode(int batch, int seqlen_k, int h_q, int h_kv, int head_dim = 128) {
   Shape s;

@@ -22,6 +22,19 @@ inline std::string mini_workload_json() {
 }
 
 // A search on the mini workload that finishes in a second or two on the simulator.
+// Three models (GQA 8, MQA at D = 64, D = 256) at TP 1 and 2, B 1..batch_to and Lk
+// 128..seqlen_k_to log-uniform: 60 shapes sampled with `seed`.
+inline std::string mini_domain_json(const std::string& name, int batch_to, int seqlen_k_to, int seed) {
+  return R"({"name": ")" + name + R"(", "domain": {
+    "models": [{"name": "gqa8", "h_q": 64, "h_kv": 8, "head_dim": 128, "source": "test"},
+               {"name": "mqa", "h_q": 32, "h_kv": 1, "head_dim": 64, "source": "test"},
+               {"name": "d256", "h_q": 16, "h_kv": 8, "head_dim": 256, "source": "test"}],
+    "tensor_parallel": [1, 2],
+    "batch": {"from": 1, "to": )" + std::to_string(batch_to) + R"(}, "seqlen_k": {"from": 128, "to": )" +
+         std::to_string(seqlen_k_to) + R"(},
+    "samples": 60, "seed": )" + std::to_string(seed) + "}}";
+}
+
 inline nlohmann::json mini_config_json(const std::string& workload_path, int max_evaluations = 300) {
   return {{"name", "mini"},
           {"workload", workload_path},

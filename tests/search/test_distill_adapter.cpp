@@ -13,6 +13,7 @@
 #include <evodispatch/search/program.hpp>
 
 #include "../support/scratch.hpp"
+#include "../support/devices.hpp"
 
 namespace fs = std::filesystem;
 using namespace evodispatch;
@@ -20,14 +21,7 @@ using namespace evodispatch::search;
 
 namespace {
 
-DeviceInfo h100() {
-  DeviceInfo hw;
-  hw.name = "H100 SXM";
-  hw.num_sms = 132;
-  hw.l2_bytes = 50 << 20;
-  hw.cc = 90;
-  return hw;
-}
+DeviceInfo h100() { return test::h100_sxm(); }
 
 fs::path temp_dir(const std::string& name) { return test::scratch_path(name); }
 

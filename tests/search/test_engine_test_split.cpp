@@ -19,24 +19,13 @@ using namespace evodispatch::search::testing;
 
 namespace {
 
-// Three models at TP 1 and 2, B 1-64 and Lk 128-32768 log-uniform: 60 shapes sampled.
-std::string mini_domain_json() {
-  return R"({"name": "mini-domain", "domain": {
-    "models": [{"name": "gqa8", "h_q": 64, "h_kv": 8, "head_dim": 128, "source": "test"},
-               {"name": "mqa", "h_q": 32, "h_kv": 1, "head_dim": 64, "source": "test"},
-               {"name": "d256", "h_q": 16, "h_kv": 8, "head_dim": 256, "source": "test"}],
-    "tensor_parallel": [1, 2],
-    "batch": {"from": 1, "to": 64}, "seqlen_k": {"from": 128, "to": 32768},
-    "samples": 60, "seed": 1}})";
-}
-
 struct SearchRun {
   nlohmann::json summary;
   nlohmann::json stored_test;  // the run config's "test"
 };
 
 SearchRun run_search(const ScratchDir& dir, const std::string& db_name, int test_samples, const std::string& test_workload = "") {
-  const std::string wl = dir.write("mini-domain.json", mini_domain_json());
+  const std::string wl = dir.write("mini-domain.json", mini_domain_json("mini-domain", 64, 32768, 1));
   nlohmann::json j = mini_config_json(wl, 300);
   j["test"] = {{"samples", test_samples}, {"seed", 5}};
   if (!test_workload.empty()) j["test"]["workload"] = test_workload;

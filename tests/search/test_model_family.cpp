@@ -19,16 +19,6 @@ using namespace evodispatch::search::testing;
 
 namespace {
 
-std::string domain_json() {
-  return R"({"name": "model-domain", "domain": {
-    "models": [{"name": "gqa8", "h_q": 64, "h_kv": 8, "head_dim": 128, "source": "test"},
-               {"name": "mqa", "h_q": 32, "h_kv": 1, "head_dim": 64, "source": "test"},
-               {"name": "d256", "h_q": 16, "h_kv": 8, "head_dim": 256, "source": "test"}],
-    "tensor_parallel": [1, 2],
-    "batch": {"from": 1, "to": 128}, "seqlen_k": {"from": 128, "to": 65536},
-    "samples": 60, "seed": 3}})";
-}
-
 // The simulator's latency of every decision of a space on each shape, as the oracle measures it.
 LatencySamples simulated(const std::vector<Shape>& shapes, const LatencyModel& space) {
   const SimProfile profile = load_sim_profile("h100-sxm");
@@ -54,7 +44,7 @@ LatencySamples simulated(const std::vector<Shape>& shapes, const LatencyModel& s
 }
 
 nlohmann::json run(const ScratchDir& dir, const std::string& db_name, bool model, std::int64_t* model_programs) {
-  nlohmann::json j = mini_config_json(dir.write("model-domain.json", domain_json()), 300);
+  nlohmann::json j = mini_config_json(dir.write("model-domain.json", mini_domain_json("model-domain", 128, 65536, 3)), 300);
   j["test"] = {{"samples", 30}, {"seed", 5}};
   j["model"] = {{"enabled", model}, {"restarts", 1}};
   SimulatorEvaluator sim(load_sim_profile("h100-sxm"));
