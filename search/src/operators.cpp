@@ -201,7 +201,7 @@ void perturb_condition(Rule& r, const OperatorContext& ctx, Rng& rng) {
   }
   if (r.when.empty()) return;
   Condition& c = r.when[rng.below(r.when.size())];
-  if (rng.chance(0.15)) {  // the other side of the same training value
+  if (rng.chance(0.15)) {  // another operator, at a neighbouring training value
     const Op ops[] = {Op::le, Op::eq, Op::ge};
     c = condition_at(ctx, c.feature, neighbour(ctx, c.feature, c.value, c.op == Op::ge), ops[rng.below(3)]);
     return;

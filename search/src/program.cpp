@@ -447,7 +447,7 @@ std::vector<Feature> box_features() {
 }
 
 namespace {
-// For each rule, the shapes of `on` it takes by its conditions alone (-1: none).
+// For each shape of `on`, the first rule whose conditions alone hold (-1: none).
 std::vector<int> takers(const std::vector<Rule>& rules, const std::vector<FeatureValues>& on) {
   std::vector<int> out(on.size(), -1);
   for (std::size_t k = 0; k < on.size(); ++k)

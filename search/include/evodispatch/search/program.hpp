@@ -79,10 +79,10 @@ struct Program {
 Program base_program(std::string name, std::string_view source);
 
 // The canonical form: conditions (and boxes, apart) become per-feature intervals written
-// in feature order (==, or >= and <=), trivially true bounds and duplicates disappear, expressions are
-// clamped into [1, max_splits] and collapse to a constant when they can only give one
-// value, and rules no shape can reach (an empty condition, or one inside an earlier
-// rule's) are dropped. Idempotent.
+// in feature order (>= and <=; == for a categorical feature, and in a box), trivially true
+// bounds and duplicates disappear, expressions are clamped into [1, max_splits] and
+// collapse to a constant when they can only give one value, and rules no shape can reach
+// (an empty condition, or one inside an earlier rule's) are dropped. Idempotent.
 Program normalise(const Program&, int max_splits = kMaxSplits);
 
 // The canonical Lua of a (normalised) program: a deterministic function of its rules
@@ -157,7 +157,7 @@ int eval_split(const SplitExpr&, const FeatureValues&);
 bool holds(const Rule&, const FeatureValues&);  // `when` and `box`
 bool holds(const std::vector<Condition>&, const FeatureValues&);
 
-// The features a program's rules use (conditions and expressions).
+// The features a program's rules use (conditions and expressions; boxes aside).
 FeatureSet features_used(const Program&);
 
 }  // namespace evodispatch::search
