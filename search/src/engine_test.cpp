@@ -159,32 +159,28 @@ nlohmann::json SearchEngine::Impl::under_floor_rows(const Fitness& f, const std:
   return out;
 }
 
-// The winner's and the oracle's test figures from the interleaved re-measurements: the
-// winner's share of the oracle's gain without the bias of the oracle's minimum.
+// The winner's and the oracle's test figures from the interleaved re-measurements, scored
+// as any latencies are (the baseline at 1, each side at 1 / its speedup): the winner's
+// share of the oracle's gain without the bias of the oracle's minimum.
 nlohmann::json SearchEngine::Impl::confirmed_figures(const std::vector<std::optional<double>>& mine,
                                                      const std::vector<std::optional<double>>& oracle) const {
-  std::vector<double> m, o;
+  std::vector<double> base, m, o;
   std::size_t failed = 0;
-  int under = 0;
   for (std::size_t i = 0; i < mine.size(); ++i) {
     if (!mine[i] || (!oracle.empty() && !oracle[i])) {
       ++failed;
       continue;
     }
-    m.push_back(*mine[i]);
-    under += *mine[i] < config.fitness.floor ? 1 : 0;
-    if (!oracle.empty()) o.push_back(*oracle[i]);
+    base.push_back(1.0);
+    m.push_back(1.0 / *mine[i]);
+    if (!oracle.empty()) o.push_back(1.0 / *oracle[i]);
   }
   if (m.empty()) return nullptr;
-  nlohmann::json j = {{"shapes", m.size()}, {"failed", failed}, {"geomean", geomean(m)},
-                      {"worst", *std::min_element(m.begin(), m.end())}, {"below_floor", under}};
-  j["oracle_geomean"] = nullptr;
-  j["oracle_fraction"] = nullptr;
-  if (!o.empty()) {
-    const double og = geomean(o);
-    j["oracle_geomean"] = og;
-    if (std::log(og) > 1e-9) j["oracle_fraction"] = std::log(geomean(m)) / std::log(og);
-  }
+  const Fitness f = score_latencies(base, m, o, fitness_options());
+  nlohmann::json j = {{"shapes", m.size()}, {"failed", failed}, {"geomean", f.geomean},
+                      {"worst", f.worst},   {"below_floor", f.below_floor}};
+  j["oracle_geomean"] = o.empty() ? nlohmann::json(nullptr) : nlohmann::json(1.0 / geomean(o));
+  j["oracle_fraction"] = f.oracle_fraction ? nlohmann::json(*f.oracle_fraction) : nlohmann::json(nullptr);
   return j;
 }
 

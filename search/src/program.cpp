@@ -440,11 +440,7 @@ Program program_from_json(const nlohmann::json& j, std::string base_source, cons
   return p;
 }
 
-std::vector<Feature> box_features() {
-  std::vector<Feature> every;
-  for (int f = 0; f < kNumFeatures; ++f) every.push_back(static_cast<Feature>(f));
-  return every;
-}
+std::vector<Feature> box_features() { return FeatureSet().list(); }
 
 namespace {
 // For each shape of `on`, the first rule whose conditions alone hold (-1: none).
