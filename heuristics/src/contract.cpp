@@ -36,6 +36,12 @@ Features features(const Shape& s) {
   return f;
 }
 
+std::int64_t waves_pct(const Shape& s, const DeviceInfo& hw) {
+  return hw.num_sms > 0 ? std::int64_t(s.batch) * s.h_kv * 100 / hw.num_sms : 0;
+}
+
+std::int64_t kv_kib(const Shape& s) { return 2 * std::int64_t(s.seqlen_k) * s.head_dim * dtype_bytes(s.dtype) / 1024; }
+
 namespace {
 void require(bool ok, std::string_view where, std::string_view field, const std::string& what) {
   if (!ok) throw InputError(std::string(where) + "." + std::string(field) + ": " + what);

@@ -258,7 +258,9 @@ std::string emit_cpp_header(const DecisionFunction& fn) {
     << "// Output: num_splits (1..256 KV splits), pack_gqa (0/1: all query heads of one KV head in\n"
     << "//   one CTA), sm_margin (SMs to leave free).\n"
     << "// Derived features, as evodispatch defines them: qpk = h_q / h_kv; nblk = ceil(seqlen_k /\n"
-    << "//   block_n) with block_n = 128 for head_dim <= 128, else 64; ctas = batch * h_kv.\n"
+    << "//   block_n) with block_n = 128 for head_dim <= 128, else 64; ctas = batch * h_kv;\n"
+    << "//   waves_pct = ctas * 100 / num_sms; kv_kib = 2 * seqlen_k * head_dim * bytes / 1024\n"
+    << "//   (bytes 1 for fp8, else 2); every division rounds down.\n"
     << "#pragma once\n#include <algorithm>\n#include <cmath>\n#include <cstdint>\n\n"
     << "namespace evodispatch {\nnamespace distilled {\n\n"
     << "struct Shape {\n  int batch = 1;\n  int seqlen_q = 1;\n  int seqlen_k = 1;\n  int h_q = 1;\n  int h_kv = 1;\n"
@@ -280,8 +282,10 @@ std::string emit_cpp_header(const DecisionFunction& fn) {
     << "  const std::int64_t nblk = (seqlen_k + block_n - 1) / block_n;\n"
     << "  const std::int64_t ctas = batch * h_kv;\n"
     << "  const std::int64_t num_sms = hw.num_sms, cc = hw.cc;\n"
+    << "  const std::int64_t waves_pct = num_sms > 0 ? ctas * 100 / num_sms : 0;\n"
+    << "  const std::int64_t kv_kib = 2 * seqlen_k * head_dim * (dtype == 2 ? 1 : 2) / 1024;\n"
     << "  (void)batch; (void)seqlen_q; (void)seqlen_k; (void)h_q; (void)head_dim; (void)page_size; (void)dtype;\n"
-    << "  (void)causal; (void)nblk; (void)ctas; (void)num_sms; (void)cc;\n"
+    << "  (void)causal; (void)nblk; (void)ctas; (void)num_sms; (void)cc; (void)waves_pct; (void)kv_kib;\n"
     << "  const int pack_default = qpk > 1 ? 1 : 0;\n  (void)pack_default;\n";
   for (std::size_t i = 0; i < fn.rules.size(); ++i) {
     const Rule& r = fn.rules[i];
@@ -322,6 +326,8 @@ std::string emit_python(const DecisionFunction& fn) {
     << "    qpk = h_q // h_kv\n    block_n = 128 if head_dim <= 128 else 64\n"
     << "    nblk = (seqlen_k + block_n - 1) // block_n\n    ctas = batch * h_kv\n"
     << "    num_sms = hw[\"num_sms\"]\n    cc = hw[\"cc\"]\n"
+    << "    waves_pct = ctas * 100 // num_sms if num_sms > 0 else 0\n"
+    << "    kv_kib = 2 * seqlen_k * head_dim * (1 if dtype == 2 else 2) // 1024\n"
     << "    pack_default = 1 if qpk > 1 else 0\n";
   for (std::size_t i = 0; i < fn.rules.size(); ++i) {
     const Rule& r = fn.rules[i];

@@ -13,7 +13,8 @@ namespace evodispatch::distill {
 namespace {
 constexpr std::string_view kNames[kNumFeatures] = {"batch", "seqlen_q", "seqlen_k", "h_q",       "h_kv",
                                                    "qpk",   "head_dim", "nblk",     "page_size", "ctas",
-                                                   "num_sms", "dtype",  "causal",   "cc"};
+                                                   "num_sms", "dtype",  "causal",   "cc",   "waves_pct",
+                                                   "kv_kib"};
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   std::int64_t q = a / b;
@@ -47,6 +48,8 @@ Values feature_values(const Shape& s, const DeviceInfo& hw) {
   v[int(Feature::dtype)] = static_cast<int>(s.dtype);
   v[int(Feature::causal)] = s.causal ? 1 : 0;
   v[int(Feature::cc)] = hw.cc;
+  v[int(Feature::waves_pct)] = waves_pct(s, hw);
+  v[int(Feature::kv_kib)] = kv_kib(s);
   return v;
 }
 

@@ -225,8 +225,8 @@ Feature config_feature_at(const nlohmann::json& v, const std::string& path) {
 }
 
 Field features_field() {
-  Field f = described("features", "non-empty list of feature names: " + feature_names(),
-                      "the features rules may test (the default: all of them)");
+  Field f = described("features", "non-empty list of: " + feature_names(),
+                      "the features rules may test (`waves_pct`, `kv_kib`: opt-in, docs/search.md)");
   f.read = [](JsonReader& r, SearchConfig& c) {
     const auto* v = r.member("features");
     if (!v) return;

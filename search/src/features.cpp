@@ -18,6 +18,8 @@ constexpr Info kInfo[kNumFeatures] = {
     {"h_q", "s.h_q", 1},           {"h_kv", "s.h_kv", 1},         {"qpk", "s.qpk", 1},
     {"head_dim", "s.head_dim", 8}, {"nblk", "s.nblk", 1},         {"page_size", "s.page_size", 0},
     {"ctas", "(s.batch * s.h_kv)", 1}, {"num_sms", "hw.num_sms", 1},
+    {"waves_pct", "(s.batch * s.h_kv * 100 // hw.num_sms)", 0},
+    {"kv_kib", "(s.seqlen_k * s.head_dim * (s.dtype == \"fp8\" and 2 or 4) // 1024)", 0},
 };
 }  // namespace
 
@@ -62,6 +64,8 @@ std::int64_t value(Feature f, const Shape& s, const DeviceInfo& hw) {
     case Feature::page_size: return s.page_size;
     case Feature::ctas: return static_cast<std::int64_t>(s.batch) * s.h_kv;
     case Feature::num_sms: return hw.num_sms;
+    case Feature::waves_pct: return evodispatch::waves_pct(s, hw);
+    case Feature::kv_kib: return evodispatch::kv_kib(s);
   }
   return 0;
 }
@@ -73,6 +77,12 @@ FeatureValues feature_values(const Shape& s, const DeviceInfo& hw) {
 }
 
 FeatureSet::FeatureSet() : bits_((1u << kNumFeatures) - 1) {}
+
+FeatureSet FeatureSet::search_default() {
+  FeatureSet s;
+  s.bits_ &= ~((1u << static_cast<int>(Feature::waves_pct)) | (1u << static_cast<int>(Feature::kv_kib)));
+  return s;
+}
 
 FeatureSet::FeatureSet(const std::vector<Feature>& fs) {
   for (Feature f : fs) bits_ |= 1u << static_cast<int>(f);

@@ -144,14 +144,24 @@ std::optional<bool> new_pack(const std::optional<bool>& p, Rng& rng) {
   return next == 1;
 }
 
+// What a split count may be a ceiling quotient of: KV tiles (nblk), or KiB of KV per CTA,
+// which means the same amount of work per split at every head dim and dtype.
+std::vector<Feature> ceil_div_features(const OperatorContext& ctx) {
+  std::vector<Feature> out;
+  for (Feature f : {Feature::nblk, Feature::kv_kib})
+    if (ctx.allowed.contains(f)) out.push_back(f);
+  return out;
+}
+
 // An expression with the same value as constant c at the shape v.
 SplitExpr expression_for(int c, const FeatureValues& v, const OperatorContext& ctx, Rng& rng) {
   SplitExpr e;
   e.lo = 1;
   e.hi = ctx.max_splits;
-  const bool has_nblk = ctx.allowed.contains(Feature::nblk);
+  const std::vector<Feature> spans = ceil_div_features(ctx);
+  const bool has_span = !spans.empty();
   const bool has_fill = ctx.allowed.contains(Feature::num_sms) && !ctx.divisors.empty();
-  const int form = has_nblk && has_fill ? static_cast<int>(rng.below(3)) : (has_fill ? 0 : (has_nblk ? 1 : -1));
+  const int form = has_span && has_fill ? static_cast<int>(rng.below(3)) : (has_fill ? 0 : (has_span ? 1 : -1));
   if (form < 0) {
     e.constant = c;
     e.lo = e.hi = c;
@@ -168,7 +178,7 @@ SplitExpr expression_for(int c, const FeatureValues& v, const OperatorContext& c
   }
   if (form == 1 || form == 2) {
     CeilDiv d;
-    d.of = Feature::nblk;
+    d.of = pick(spans, rng);
     d.k = std::max(1, static_cast<int>(std::lround(static_cast<double>(v[static_cast<int>(d.of)]) / c)));
     e.ceil_div = d;
   }
@@ -228,7 +238,8 @@ void perturb_expression(SplitExpr& e, const OperatorContext& ctx, Rng& rng) {
       }
       break;
     case 5:  // add the missing term
-      if (!e.ceil_div && ctx.allowed.contains(Feature::nblk)) e.ceil_div = CeilDiv{Feature::nblk, 1 << rng.below(3)};
+      if (!e.ceil_div && !ceil_div_features(ctx).empty())
+        e.ceil_div = CeilDiv{pick(ceil_div_features(ctx), rng), 1 << rng.below(3)};
       else if (!e.quotient && ctx.allowed.contains(Feature::num_sms) && !ctx.divisors.empty())
         e.quotient = Quotient{Feature::num_sms, pick(ctx.divisors, rng), 1 + static_cast<int>(rng.below(2))};
       break;

@@ -40,6 +40,27 @@ TEST(Contract, FeaturesAreDerivedFromTheShape) {
   EXPECT_EQ(features(s).nblk, 9);
 }
 
+TEST(Contract, CrossGpuFeaturesScaleWithTheDeviceAndTheDtype) {
+  Shape s = paper_shape();  // B=1 Hkv=1 Lk=512 D=128
+  DeviceInfo hw;
+  hw.num_sms = 132;
+  EXPECT_EQ(waves_pct(s, hw), 0);  // 1 CTA of 132 SMs
+  s.batch = 33;
+  s.h_kv = 8;
+  EXPECT_EQ(waves_pct(s, hw), 200);  // 264 CTAs: two waves
+  hw.num_sms = 78;
+  EXPECT_EQ(waves_pct(s, hw), 338);  // the same shape is 3.38 waves on 78 SMs
+  EXPECT_EQ(kv_kib(s), 256);         // K and V: 2 * 512 rows * 128 * 2 bytes
+  s.dtype = Dtype::fp8;
+  EXPECT_EQ(kv_kib(s), 128);
+  s.dtype = Dtype::bf16;
+  s.head_dim = 64;
+  s.seqlen_k = 1000;
+  EXPECT_EQ(kv_kib(s), 250);
+  s.seqlen_k = 3;
+  EXPECT_EQ(kv_kib(s), 0);  // rounds down
+}
+
 TEST(Contract, ShapeRoundTripsThroughJson) {
   Shape s = paper_shape();
   s.seqlen_q = 4;

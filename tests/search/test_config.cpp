@@ -30,7 +30,8 @@ TEST(SearchConfig, AnEmptyObjectGivesTheDocumentedDefaults) {
   EXPECT_EQ(c.oracle.max_splits, 64);
   EXPECT_EQ(c.oracle.pack_gqa, (std::vector<bool>{true, false}));
   EXPECT_EQ(c.stop.max_evaluations, 5000);
-  EXPECT_EQ(c.features, FeatureSet());
+  EXPECT_EQ(c.features, FeatureSet::search_default());
+  EXPECT_FALSE(c.features.contains(Feature::kv_kib));
   EXPECT_EQ(c.cascade.estimate, "auto");
 }
 
@@ -63,7 +64,7 @@ TEST(SearchConfig, ErrorsNameTheJsonPath) {
             "test.json: $.stop.max_evaluations: expected an integer, got a string");
   EXPECT_EQ(error_of(R"({"features": ["batch", "heads"]})"),
             "test.json: $.features[1]: unknown feature \"heads\" (features: batch, seqlen_q, seqlen_k, h_q, h_kv, qpk, "
-            "head_dim, nblk, page_size, ctas, num_sms)");
+            "head_dim, nblk, page_size, ctas, num_sms, waves_pct, kv_kib)");
   EXPECT_EQ(error_of(R"({"fitness": {"floor": 1.5}})"), "test.json: $.fitness.floor: must be in [0, 1], got 1.5");
   EXPECT_EQ(error_of(R"({"archive": {"regions": [{"feature": "nblk", "edges": [8, 4]}]}})"),
             "test.json: $.archive.regions[0].edges[1]: edges must be strictly ascending");

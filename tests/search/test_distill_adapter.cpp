@@ -45,7 +45,11 @@ Program rules_on(std::string base_name, std::string_view base_source) {
   c.when = {{Feature::qpk, Op::le, 4}, {Feature::batch, Op::ge, 2}, {Feature::batch, Op::le, 40}};
   c.num_splits.ceil_div = CeilDiv{Feature::nblk, 16};
   c.num_splits.hi = 8;
-  p.rules = {a, b, c};
+  Rule d;  // under half a wave: one split per 512 KiB of KV (the features that carry across GPUs)
+  d.when = {{Feature::waves_pct, Op::lt, 50}};
+  d.num_splits.ceil_div = CeilDiv{Feature::kv_kib, 512};
+  d.num_splits.hi = 64;
+  p.rules = {a, b, c, d};
   return normalise(p);
 }
 
@@ -59,7 +63,7 @@ TEST(DistillAdapter, RuleListWithFa3BaseTranslatesExactly) {
   const distill::DecisionFunction fn = to_decision_function(p, hw, grid);
   EXPECT_EQ(fn.method, "rules");
   EXPECT_EQ(fn.fallback, distill::Fallback::fa3);
-  ASSERT_EQ(fn.rules.size(), 3u);
+  ASSERT_EQ(fn.rules.size(), 4u);
   // heuristic.json is what regress loads: the function survives it, expressions included.
   EXPECT_EQ(distill::decision_function_from_json(distill::to_json(fn)), fn);
   const fs::path dir = temp_dir("fa3");
@@ -70,6 +74,7 @@ TEST(DistillAdapter, RuleListWithFa3BaseTranslatesExactly) {
   d.head_dim = {64, 128, 256};
   d.page_size = {0, 256};
   d.seqlen_q = {1, 2};
+  d.dtype = {Dtype::bf16, Dtype::fp8};
   for (int sms : {132, 78}) {
     DeviceInfo dev = hw;
     dev.num_sms = sms;

@@ -49,6 +49,9 @@ std::vector<Shape> varied_shapes() {
   odd.head_dim = 256;
   odd.page_size = 16;
   out.push_back(odd);
+  odd.dtype = Dtype::fp8;  // kv_kib counts one byte per element
+  odd.seqlen_k = 70000;
+  out.push_back(odd);
   return out;
 }
 

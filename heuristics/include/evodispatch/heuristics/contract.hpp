@@ -61,6 +61,13 @@ struct DeviceInfo {
   bool operator==(const DeviceInfo&) const = default;
 };
 
+// Two features that carry across GPUs and head dims, where batch, h_kv and seqlen_k do
+// not; rules and exports compute them with exactly these integer divisions.
+// One split's CTAs (batch * h_kv) as a percentage of the device's SMs, rounded down.
+std::int64_t waves_pct(const Shape&, const DeviceInfo&);
+// KiB of K and V one (request, KV head) reads: 2 * seqlen_k * head_dim * bytes / 1024, rounded down.
+std::int64_t kv_kib(const Shape&);
+
 inline constexpr int kMaxSplits = 256;
 
 struct Decision {

@@ -34,8 +34,9 @@ inline constexpr int kSchemaVersion = 1;
 // meaning) of the search's features; dtype is 0 bf16, 1 fp16, 2 fp8; causal is 0 or 1.
 enum class Feature : std::uint8_t {
   batch, seqlen_q, seqlen_k, h_q, h_kv, qpk, head_dim, nblk, page_size, ctas, num_sms, dtype, causal, cc,
+  waves_pct, kv_kib,  // contract.hpp's
 };
-inline constexpr int kNumFeatures = 14;
+inline constexpr int kNumFeatures = 16;
 std::string_view name(Feature);
 std::optional<Feature> parse_feature(std::string_view);
 using Values = std::array<std::int64_t, kNumFeatures>;

@@ -45,7 +45,7 @@ struct SearchConfig {
   std::string seed_policy;
   std::uint64_t seed = 1;
   std::string l2 = "cold";
-  FeatureSet features;
+  FeatureSet features = FeatureSet::search_default();
 
   struct Split {
     double validation_fraction = 0.3;

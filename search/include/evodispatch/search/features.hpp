@@ -27,8 +27,11 @@ enum class Feature : std::uint8_t {
   page_size,  // 0 = contiguous
   ctas,       // batch * h_kv: the CTAs of one split when GQA is packed (seqlen_q = 1)
   num_sms,    // of the device
+  // The two below carry across GPUs and head dims, where batch, h_kv and seqlen_k do not.
+  waves_pct,  // ctas * 100 / num_sms: one split's CTAs as a percentage of one wave
+  kv_kib,     // KiB of K and V one CTA reads unsplit: 2 * seqlen_k * head_dim * element bytes / 1024
 };
-inline constexpr int kNumFeatures = 11;
+inline constexpr int kNumFeatures = 13;
 
 std::string_view name(Feature);
 std::optional<Feature> parse_feature(std::string_view);
@@ -62,6 +65,11 @@ class FeatureSet {
  public:
   FeatureSet();  // all
   explicit FeatureSet(const std::vector<Feature>&);
+  // What a search uses unless its config says otherwise: all but waves_pct and kv_kib. On
+  // one GPU those two repeat what ctas and seqlen_k x head_dim say, and offered to the
+  // operators they cost the simulator's models-decode winner about 12 points of the
+  // oracle's gain (docs/search.md); they are for rules meant to cross GPUs.
+  static FeatureSet search_default();
   bool contains(Feature f) const { return (bits_ >> static_cast<int>(f)) & 1u; }
   std::vector<Feature> list() const;  // in enum order
   bool empty() const { return bits_ == 0; }
