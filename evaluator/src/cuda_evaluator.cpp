@@ -335,8 +335,7 @@ CudaEvaluator::CudaEvaluator(int index) {
   gpu_ = gpus[index];
   device_ = device_info(gpu_);
   spec_ = "cuda:" + std::to_string(index);
-  fingerprint_ = gpu_.name + "/" + std::to_string(gpu_.num_sms) + "sm/cc" + std::to_string(gpu_.cc) + "/" +
-                 std::to_string(gpu_.memory_bytes >> 20) + "MiB/driver" + gpu_.driver;
+  fingerprint_ = gpu_fingerprint(gpu_);
   kernel_build_ = kernel_build_hash() + "@" + arch_for_cc(gpu_.cc);
   impl_ = std::make_unique<Impl>(index, gpu_);
   try {

@@ -115,9 +115,18 @@ std::unique_ptr<Evaluator> make(std::string_view spec, bool local) {
     if (local || in_process_requested()) return std::make_unique<CudaEvaluator>(index);
     return std::make_unique<RemoteEvaluator>(std::string(spec));
   }
+  if (spec.starts_with("fa3:cuda:") && all_digits(spec.substr(9))) {
+    // FlashAttention-3's kernels, measured by its Python worker on that GPU.
+    const int index = std::stoi(std::string(spec.substr(9)));
+    require_gpu(spec, index);
+    const GpuInfo gpu = probe_gpus().at(index);
+    return std::make_unique<RemoteEvaluator>(
+        std::string(spec), fa3_worker_command(std::string(spec), index, device_info(gpu), gpu_fingerprint(gpu)));
+  }
   std::string names;
   for (const auto& n : sim_profile_names()) names += (names.empty() ? "sim:" : ", sim:") + n;
-  throw InputError("--device \"" + std::string(spec) + "\": expected auto, cuda:N or sim:PROFILE (" + names + ")");
+  throw InputError("--device \"" + std::string(spec) + "\": expected auto, cuda:N, fa3:cuda:N or sim:PROFILE (" +
+                   names + ")");
 }
 
 }  // namespace
@@ -125,6 +134,7 @@ std::unique_ptr<Evaluator> make(std::string_view spec, bool local) {
 std::unique_ptr<Evaluator> make_evaluator(std::string_view spec) { return make(spec, false); }
 
 DeviceInfo device_for_spec(std::string_view spec) {
+  if (spec.starts_with("fa3:")) spec.remove_prefix(4);  // the same GPU, without a worker
   const bool cuda = spec.starts_with("cuda:") && all_digits(spec.substr(5));
   if (!cuda && !(spec == "auto" && !probe_gpus().empty())) return make(spec, true)->device();
   const int index = cuda ? std::stoi(std::string(spec.substr(5))) : 0;

@@ -55,4 +55,9 @@ DeviceInfo device_info(const GpuInfo& g) {
   return d;
 }
 
+std::string gpu_fingerprint(const GpuInfo& g) {
+  return g.name + "/" + std::to_string(g.num_sms) + "sm/cc" + std::to_string(g.cc) + "/" +
+         std::to_string(g.memory_bytes >> 20) + "MiB/driver" + g.driver;
+}
+
 }  // namespace evodispatch

@@ -378,7 +378,7 @@ std::vector<Field> declare_fields() {
 
       choice(CONFIG_MEMBER(cascade.estimate), {"auto", "none", "sim:PROFILE"}, is_estimate,
              "the cheap estimate before the device; auto: the GPU model's simulator profile on a GPU, none on the "
-             "simulator"),
+             "simulator or FA3"),
       real(CONFIG_MEMBER(cascade.estimate_slack), {0, 10},
            "measure on the device only within this much log-speedup of the island's best estimate"),
       integer(CONFIG_MEMBER(cascade.threads), {0, 256}, "sandbox threads; 0: one per core"),

@@ -291,7 +291,9 @@ void SearchEngine::Impl::make_estimator(const Evaluator& ev) {
   estimate_evaluator.reset();
   std::optional<std::string> profile;
   if (config.cascade.estimate.starts_with("sim:")) profile = config.cascade.estimate.substr(4);
-  else if (config.cascade.estimate == "auto" && !is_simulator(ev)) profile = profile_for(ev.device());
+  // The simulator models the built-in kernels: another library's (FA3's) gets no estimate.
+  else if (config.cascade.estimate == "auto" && !is_simulator(ev) && !ev.kernel_build().starts_with("fa3:"))
+    profile = profile_for(ev.device());
   if (!profile) return;
   estimate_evaluator = std::make_unique<SimulatorEvaluator>(load_sim_profile(*profile), "sim:" + *profile);
   estimator = std::make_unique<Measurer>(*db, std::vector<Evaluator*>{estimate_evaluator.get()}, measurer->timing(),

@@ -51,8 +51,9 @@ class Evaluator {
   virtual std::optional<std::string> unusable() const { return std::nullopt; }
 };
 
-// "auto" (the first GPU, else sim:h100-sxm), "sim:PROFILE" or "cuda:N".
-// "cuda:N" measures in a worker process (worker.hpp) unless EVODISPATCH_IN_PROCESS=1.
+// "auto" (the first GPU, else sim:h100-sxm), "sim:PROFILE", "cuda:N" or "fa3:cuda:N".
+// "cuda:N" measures in a worker process (worker.hpp) unless EVODISPATCH_IN_PROCESS=1;
+// "fa3:cuda:N" measures FlashAttention-3's kernels on GPU N through its Python worker.
 // Throws InputError naming the spec when it cannot be honoured.
 std::unique_ptr<Evaluator> make_evaluator(std::string_view device_spec);
 

@@ -28,4 +28,8 @@ std::vector<GpuInfo> probe_gpus(std::string* why_none = nullptr);
 // The dispatch contract's view of a GPU: nominal bandwidth = 2 (DDR) x clock x bus bytes.
 DeviceInfo device_info(const GpuInfo&);
 
+// The GPU's part of a measurement key (name, SMs, cc, memory, driver), the same for every
+// backend that measures on it.
+std::string gpu_fingerprint(const GpuInfo&);
+
 }  // namespace evodispatch

@@ -55,6 +55,14 @@ struct WorkerOptions {
   int crash_on_request = 0;
 };
 
+// The command of the FlashAttention-3 worker (evaluator/fa3/fa3_worker.py, compiled into
+// the binary): `/usr/bin/env $EVODISPATCH_PYTHON (python3) -c SOURCE` with the GPU's index,
+// DeviceInfo and fingerprint, which the parent probes so that FA3's rows key on the same
+// device as the built-in kernels'. The worker finds FA3 through $EVODISPATCH_FA3_PATH or
+// an installed flash_attn_interface; $EVODISPATCH_FA3_BACKEND replaces it (tests).
+std::vector<std::string> fa3_worker_command(const std::string& spec, int index, const DeviceInfo&,
+                                            const std::string& fingerprint);
+
 // Serves requests from `in` until end of input (returns 0) or until the evaluator turns
 // unusable (returns kWorkerExitUnusable after the reply).
 int serve_worker(Evaluator&, std::istream& in, std::ostream& out, const WorkerOptions& = {});

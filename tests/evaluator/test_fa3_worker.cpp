@@ -1,0 +1,135 @@
+// The FlashAttention-3 backend without a GPU: the real worker (evaluator/fa3/fa3_worker.py,
+// as the binary embeds it) in a child process, over a fake FA3 (fake_fa3_backend.py) that
+// fails the ways FA3 fails.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include <evodispatch/evaluator/worker.hpp>
+
+using namespace evodispatch;
+using nlohmann::json;
+
+namespace {
+
+DeviceInfo h100() {
+  DeviceInfo d;
+  d.name = "NVIDIA H100 80GB HBM3";
+  d.num_sms = 132;
+  d.l2_bytes = 50 << 20;
+  d.mem_bw_bytes_per_s = 3.35e12;
+  d.cc = 90;
+  return d;
+}
+
+const std::string kFingerprint = "NVIDIA H100 80GB HBM3/132sm/cc90/81079MiB/driver13.0";
+
+bool have_python() { return std::system("/usr/bin/env python3 -c pass >/dev/null 2>&1") == 0; }
+
+class Fa3Worker : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_python()) GTEST_SKIP() << "python3 is not installed";
+    ::setenv("EVODISPATCH_FA3_BACKEND", EVO_SOURCE_DIR "/tests/evaluator/fake_fa3_backend.py", 1);
+    remote = std::make_unique<RemoteEvaluator>("fa3:cuda:0", fa3_worker_command("fa3:cuda:0", 0, h100(), kFingerprint));
+  }
+  void TearDown() override { ::unsetenv("EVODISPATCH_FA3_BACKEND"); }
+  std::unique_ptr<RemoteEvaluator> remote;
+};
+
+Shape gqa(int batch, int seqlen_k, int head_dim = 128) { return Shape{batch, 1, seqlen_k, 32, 8, head_dim, Dtype::bf16, 0, true}; }
+
+}  // namespace
+
+TEST_F(Fa3Worker, ItsRowsKeyOnTheSameGpuAndOnFa3sOwnBuild) {
+  EXPECT_EQ(remote->spec(), "fa3:cuda:0");
+  EXPECT_EQ(remote->device(), h100());
+  EXPECT_EQ(remote->fingerprint(), kFingerprint);  // the built-in kernels' device row
+  // FA3's build, never evodispatch's kernel hash: its rows cannot mix with theirs.
+  EXPECT_EQ(remote->kernel_build(), "fa3:fake-fa3-0123abcd");
+  EXPECT_EQ(remote->measuring_protocol(), 1);
+  const Measurement m = remote->measure(gqa(4, 8192), Decision{4, std::nullopt, 0}, TimingOptions{});
+  ASSERT_TRUE(m.ok) << m.error;
+  EXPECT_EQ(m.key.kernel_build, "fa3:fake-fa3-0123abcd");
+  EXPECT_EQ(m.key.decision, (Decision{4, true, 0}));  // resolved: packed when qpk > 1
+  EXPECT_EQ(to_json(m.key), to_json(remote->key(gqa(4, 8192), Decision{4, std::nullopt, 0}, TimingOptions{})));
+}
+
+TEST_F(Fa3Worker, DecisionsReachFa3sKnobsAndTheRowFollowsTheMeasuringProtocol) {
+  const Shape s = gqa(1, 32768);  // 8 CTAs at one split: splitting fills the SMs
+  const Measurement one = remote->measure(s, Decision{1, true, 0}, TimingOptions{});
+  const Measurement eight = remote->measure(s, Decision{8, false, 4}, TimingOptions{});
+  ASSERT_TRUE(one.ok && eight.ok) << one.error << eight.error;
+  EXPECT_EQ(eight.plan["fa3"], (json{{"num_splits", 8}, {"pack_gqa", false}, {"sm_margin", 4}}));
+  EXPECT_EQ(eight.plan["fa3_splits"], json::array({8}));
+  EXPECT_LT(eight.median_us, one.median_us / 2);
+  EXPECT_EQ(one.samples, 30);
+  EXPECT_LE(one.p10_us, one.median_us);
+  EXPECT_LE(one.median_us, one.p90_us);
+  ASSERT_TRUE(one.rel_error.has_value());
+  EXPECT_LT(*one.rel_error, 1e-2);
+  EXPECT_EQ(one.plan["poisoned"], true);
+  // Cold L2: enough input sets to exceed twice the L2, and a graph that visits each.
+  const json& gpu = one.plan["gpu"];
+  EXPECT_GT(gpu["buffer_sets"].get<double>() * gpu["set_bytes"].get<double>(), 2.0 * h100().l2_bytes);
+  EXPECT_GE(gpu["calls_per_replay"].get<int>(), gpu["buffer_sets"].get<int>());
+  EXPECT_EQ(gpu["cold_l2_met"], true);
+  // FA3 reads num_splits as a bound: past what its scheduler gives, the run is the same.
+  const Measurement bound = remote->measure(gqa(4, 2048), Decision{64, true, 0}, TimingOptions{});
+  const Measurement four = remote->measure(gqa(4, 2048), Decision{4, true, 0}, TimingOptions{});
+  ASSERT_TRUE(bound.ok && four.ok) << bound.error << four.error;
+  EXPECT_EQ(bound.plan["fa3_splits"], json::array({4}));
+  EXPECT_NEAR(bound.median_us, four.median_us, 0.02 * four.median_us);
+}
+
+TEST_F(Fa3Worker, ComparisonsAreInterleavedPairs) {
+  const Comparison c = remote->compare(gqa(1, 32768), Decision{8, true, 0}, Decision{1, true, 0}, TimingOptions{}, 12);
+  ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_EQ(c.pairs, 12);
+  EXPECT_EQ(c.a.samples, 12);
+  EXPECT_LT(c.ratio, 0.5);
+  EXPECT_LE(c.ratio_lo, c.ratio);
+  EXPECT_LE(c.ratio, c.ratio_hi);
+  EXPECT_NEAR(c.ratio, c.a.median_us / c.b.median_us, 0.02 * c.ratio);
+}
+
+TEST_F(Fa3Worker, FailuresAreRowsAndAStickyErrorRestartsTheWorker) {
+  // A head dim FA3's build lacks: FA3's own message, in a failed row.
+  const Measurement d96 = remote->measure(gqa(2, 1024, 96), Decision{1, true, 0}, TimingOptions{});
+  EXPECT_FALSE(d96.ok);
+  EXPECT_NE(d96.error.find("does not support headdim 96"), std::string::npos) << d96.error;
+  // NaN outputs: the numeric check fails the row.
+  const Measurement nan = remote->measure(gqa(2, 1024), Decision{13, true, 0}, TimingOptions{});
+  EXPECT_FALSE(nan.ok);
+  EXPECT_NE(nan.error.find("numeric check failed: 5 NaN"), std::string::npos) << nan.error;
+  const Comparison cmp = remote->compare(gqa(2, 1024), Decision{1, true, 0}, Decision{13, true, 0}, TimingOptions{});
+  EXPECT_FALSE(cmp.ok);
+  EXPECT_EQ(cmp.error.rfind("b: numeric check failed", 0), 0u) << cmp.error;
+  // fp8 is not measured on FA3 here: said, not attempted.
+  Shape fp8 = gqa(2, 1024);
+  fp8.dtype = Dtype::fp8;
+  EXPECT_NE(remote->measure(fp8, Decision{1, true, 0}, TimingOptions{}).error.find("bf16 and fp16"), std::string::npos);
+  // An illegal address poisons the context: that row fails, the worker exits, and the
+  // next request runs in a new one.
+  const pid_t first = remote->worker_pid();
+  const Measurement crash = remote->measure(gqa(2, 1024), Decision{99, true, 0}, TimingOptions{});
+  EXPECT_FALSE(crash.ok);
+  EXPECT_NE(crash.error.find("illegal memory access"), std::string::npos) << crash.error;
+  const Measurement after = remote->measure(gqa(2, 1024), Decision{2, true, 0}, TimingOptions{});
+  EXPECT_TRUE(after.ok) << after.error;
+  EXPECT_EQ(remote->restarts(), 1);
+  EXPECT_NE(remote->worker_pid(), first);
+}
+
+TEST_F(Fa3Worker, BadRequestsGetAnErrorReplyAndTheWorkerGoesOn) {
+  const json unknown = remote->request({{"op", "launch"}});
+  EXPECT_FALSE(unknown.value("ok", true));
+  EXPECT_NE(unknown.value("error", "").find("unknown op"), std::string::npos);
+  const json bad_shape = remote->request({{"op", "measure"}, {"shape", {{"seqlen_k", 0}, {"h_q", 8}}}, {"decision", {{"num_splits", 1}}}});
+  EXPECT_FALSE(bad_shape.value("ok", true));
+  EXPECT_NE(bad_shape.value("error", "").find("seqlen_k"), std::string::npos);
+  EXPECT_TRUE(remote->measure(gqa(1, 512), Decision{1, true, 0}, TimingOptions{}).ok);
+  EXPECT_EQ(remote->restarts(), 0);
+}
