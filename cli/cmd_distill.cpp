@@ -31,6 +31,8 @@ struct DistillOptions : CommonOptions {
   std::size_t random = 100000;
   std::uint64_t seed = 1;
   bool python_check = true;
+  std::string fa3_source;  // a flash-attention checkout: also write fa3.patch against it
+  std::string fa3_commit;  // its commit, when it is not a git checkout
 };
 
 // What is distilled: the Lua that runs, and the rule list when it is a rule-list program.
@@ -150,6 +152,10 @@ std::string python_check(const fs::path& dir, const distill::CompiledHeuristic& 
 }
 
 int distill_verb(const DistillOptions& o) {
+  // Read first: a bad --fa3-source fails before the minutes the check takes.
+  std::optional<distill::Fa3Source> fa3_source;
+  if (!o.fa3_source.empty()) fa3_source = distill::read_fa3_source(o.fa3_source, o.fa3_commit);
+  else if (!o.fa3_commit.empty()) throw UsageError("--fa3-commit: only with --fa3-source DIR");
   Source src = o.policy.empty() ? from_database(o) : from_policy(o);
   // The run's device unless --device names one; sim:h100-sxm for a bare policy.
   const std::string device_spec = !o.device.empty() ? o.device : src.device ? "run" : "sim:h100-sxm";
@@ -181,6 +187,7 @@ int distill_verb(const DistillOptions& o) {
 
   const fs::path dir = o.out;
   const distill::Fa3Body fa3 = distill::write_exports(fn, dir);
+  if (fa3_source) distill::write_fa3_patch(fn, *fa3_source, dir);
   auto compiled = distill::CompiledHeuristic::build(dir);
   const auto report = distill::check(
       *script, [&](const Shape& s) { return compiled->decide(s, hw); }, hw, grid, random);
@@ -189,12 +196,13 @@ int distill_verb(const DistillOptions& o) {
   nlohmann::json summary = {{"out", dir.string()},
                             {"method", fn.method},
                             {"rules", fn.rules.size()},
-                            {"fallback", fn.fallback == distill::Fallback::fa3 ? "fa3" : "none"},
+                            {"fallback", std::string(distill::name(fn.fallback))},
                             {"grid_shapes", report.grid},
                             {"random_shapes", report.random},
                             {"mismatches", report.mismatches},
                             {"python", py.empty() ? "agrees" : py},
                             {"fa3_body", fa3.body ? "fa3_num_splits_heuristic.inc" : "refused: " + fa3.refusal}};
+  if (fa3_source) summary["fa3_patch"] = {{"file", (dir / "fa3.patch").string()}, {"commit", fa3_source->commit}};
   nlohmann::json diffs = nlohmann::json::array();
   for (const auto& m : report.first)
     diffs.push_back({{"shape", to_json(m.shape)}, {"script", m.expected}, {"distilled", m.got}});
@@ -212,6 +220,9 @@ int distill_verb(const DistillOptions& o) {
     std::cout << "  python module: " << (py.empty() ? "agrees with the C++ on the grid" : py) << "\n"
               << "  FA3 body: "
               << (fa3.body ? (dir / "fa3_num_splits_heuristic.inc").string() : "refused: " + fa3.refusal) << "\n";
+    if (fa3_source)
+      std::cout << "  FA3 patch: " << (dir / "fa3.patch").string() << " (against " << fa3_source->commit
+                << "; apply with git -C FLASH_ATTENTION apply)\n";
   }
   if (!report.ok()) {
     std::cerr << "distill: the compiled function differs from the script on " << report.mismatches << " shapes\n";
@@ -239,6 +250,11 @@ void add_distill(CLI::App& app, Action& action) {
   verb->add_option("--device", o->device,
                    "the device the function is distilled for (its num_sms, cc): sim:PROFILE or cuda:N; "
                    "default: the run's device, else sim:h100-sxm");
+  verb->add_option("--fa3-source", o->fa3_source,
+                   "a flash-attention checkout: also write fa3.patch, which makes its hopper/flash_api.cpp "
+                   "(and flash_api_stable.cpp) get_num_splits / get_pack_gqa use this function");
+  verb->add_option("--fa3-commit", o->fa3_commit,
+                   "the commit --fa3-source holds, when it is not a git checkout (default: its HEAD)");
   add_db_option(*verb, *o);
   add_json_option(*verb, *o);
   verb->callback([&action, o] {

@@ -25,6 +25,15 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
 
 std::string_view name(Feature f) { return kNames[static_cast<int>(f)]; }
 
+std::string_view name(Fallback f) {
+  switch (f) {
+    case Fallback::fa3: return "fa3";
+    case Fallback::fa3_kvcache: return "fa3-kvcache";
+    case Fallback::none: break;
+  }
+  return "none";
+}
+
 std::optional<Feature> parse_feature(std::string_view n) {
   for (int i = 0; i < kNumFeatures; ++i)
     if (kNames[i] == n) return static_cast<Feature>(i);
@@ -86,6 +95,7 @@ Decision evaluate(const DecisionFunction& fn, const Shape& s, const DeviceInfo& 
   }
   if (fn.model) return model_decision(*fn.model, s, hw, fa3_reference(s, hw));
   if (fn.fallback == Fallback::fa3) return resolve(fa3_reference(s, hw), s);
+  if (fn.fallback == Fallback::fa3_kvcache) return resolve(fa3_kvcache_reference(s, hw), s);
   throw InputError("distilled function: no rule holds for " + describe(s) + " and there is no fallback");
 }
 
@@ -173,7 +183,7 @@ nlohmann::json to_json(const DecisionFunction& fn) {
   }
   nlohmann::json j = {{"schema", kSchemaVersion},
                       {"method", fn.method},
-                      {"fallback", fn.fallback == Fallback::fa3 ? "fa3" : "none"},
+                      {"fallback", name(fn.fallback)},
                       {"rules", rules},
                       {"provenance", fn.provenance}};
   if (fn.model) j["model"] = to_json(*fn.model);
@@ -193,8 +203,9 @@ DecisionFunction decision_function_from_json(const nlohmann::json& j, const std:
   }
   const auto& fb = member(j, "fallback", path);
   if (fb == "fa3") fn.fallback = Fallback::fa3;
+  else if (fb == "fa3-kvcache") fn.fallback = Fallback::fa3_kvcache;
   else if (fb == "none") fn.fallback = Fallback::none;
-  else bad(path + ".fallback", "must be \"fa3\" or \"none\"");
+  else bad(path + ".fallback", "must be \"fa3\", \"fa3-kvcache\" or \"none\"");
   const auto& rules = member(j, "rules", path);
   if (!rules.is_array()) bad(path + ".rules", "must be an array");
   for (std::size_t i = 0; i < rules.size(); ++i) {

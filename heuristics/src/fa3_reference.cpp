@@ -154,4 +154,35 @@ Decision fa3_reference(const Shape& shape, const DeviceInfo& hw) {
   return d;
 }
 
+// hopper/flash_api.cpp mha_fwd with seqused_k: `use_dynamic_split = is_varlen && b <= 992`
+// (PREPARE_VARLEN_MAX_BATCHES_1CTA); get_num_splits then counts total_mblocks with batch 1,
+// an upper bound that prepare_varlen_num_blocks_kernel (hopper/flash_prepare_scheduler.cu
+// @ fa60e7cc) lowers per request:
+//   blocks_per_sm = ceilf(total_blocks * 1.1f * num_head / num_sm)
+//   num_splits    = max(min(ceil(num_n_blocks / blocks_per_sm), static), 1)
+// with num_head = h_kv when packed, h_q otherwise. Every request holds seqlen_k keys.
+Decision fa3_kvcache_reference(const Shape& shape, const DeviceInfo& hw) {
+  constexpr int kMaxDynamicBatch = 992;
+  const bool dynamic = shape.batch <= kMaxDynamicBatch;
+  Fa3Params p = params_of(shape, hw);
+  p.pagedkv_tma = get_pagedkv_tma(p);
+  Fa3Params bound = p;
+  if (dynamic) bound.b = 1;
+  p.num_splits = get_num_splits(bound);
+  Decision d;
+  d.pack_gqa = get_pack_gqa(p);
+  d.num_splits = p.num_splits;
+  d.sm_margin = 0;
+  if (!dynamic) return d;
+  const Tile t = kernel_tile(p);
+  const bool packed = *d.pack_gqa;
+  const int num_m_blocks = ceil_div(p.seqlen_q * (packed ? p.h / p.h_k : 1), t.block_m);
+  const int num_n_blocks = ceil_div(shape.seqlen_k, t.block_n);  // the request's own keys
+  const int heads = packed ? p.h_k : p.h;
+  const int total_blocks = p.b * num_m_blocks * num_n_blocks;
+  const int blocks_per_sm = static_cast<int>(std::ceil(float(total_blocks) * 1.1f * float(heads) / float(p.num_sm)));
+  d.num_splits = std::max(std::min(ceil_div(num_n_blocks, blocks_per_sm), p.num_splits), 1);
+  return d;
+}
+
 }  // namespace evodispatch

@@ -43,6 +43,11 @@ bool is_fa3_source(const std::string& canonical_source) {
   static const std::string fa3 = base_program("fa3", *builtin_policy_source("fa3")).base_source;
   return canonical_source == fa3;
 }
+
+bool is_fa3_kvcache_source(const std::string& canonical_source) {
+  static const std::string kv = base_program("fa3-kvcache", *builtin_policy_source("fa3-kvcache")).base_source;
+  return canonical_source == kv;
+}
 }  // namespace
 
 bool base_is_fa3(const Program& p) { return is_fa3_source(p.base_source); }
@@ -61,8 +66,10 @@ distill::DecisionFunction to_decision_function(const Program& p, const DeviceInf
     d.sm_margin = r.sm_margin;
     fn.rules.push_back(std::move(d));
   }
-  if (base_is_fa3(p)) {
-    fn.fallback = distill::Fallback::fa3;
+  // FA3's own dispatch as the base (the fa3 policy, or fa3-kvcache on FA3's serving path)
+  // has an exact C++ twin: the rules translate exactly in front of it.
+  if (base_is_fa3(p) || is_fa3_kvcache_source(p.base_source)) {
+    fn.fallback = base_is_fa3(p) ? distill::Fallback::fa3 : distill::Fallback::fa3_kvcache;
     fn.method = "rules";
     return fn;
   }

@@ -168,6 +168,25 @@ TEST(Fa3Reference, AgreesWithTheLuaPolicyOnADenseGrid) {
   EXPECT_GT(checked, 150'000);
 }
 
+// fa3-kvcache's twin, which distill exports as the fallback of programs over fa3-kvcache.
+TEST(Fa3Reference, TheKvcacheTwinAgreesWithTheLuaPolicyOnADenseGrid) {
+  Policy* kv = &cached("fa3-kvcache");
+  int mismatches = 0, checked = 0, dynamic_lowered = 0;
+  std::string first;
+  for (const auto& c : dense_grid(240)) {
+    const DispatchOutcome lua = kv->decide(c.shape, c.hw);
+    ASSERT_TRUE(lua.ok()) << describe(c.shape) << ": " << lua.error;
+    const Decision cpp = fa3_kvcache_reference(c.shape, c.hw);
+    ++checked;
+    dynamic_lowered += cpp.num_splits < fa3_reference(c.shape, c.hw).num_splits;
+    if (lua.decision != cpp && mismatches++ < 5)
+      first += "\n  " + describe(c.shape) + " on " + std::to_string(c.hw.num_sms) + " SMs: lua " +
+               describe(lua.decision) + ", C++ " + describe(cpp);
+  }
+  EXPECT_EQ(mismatches, 0) << mismatches << " of " << checked << " shapes differ:" << first;
+  EXPECT_GT(dynamic_lowered, 1000);  // the dynamic stage is exercised, not only the bound
+}
+
 // The grid must reach every branch of FA3's heuristic, or agreement proves little.
 TEST(Fa3Reference, GridReachesEveryBranch) {
   std::set<int> seen_splits;

@@ -178,3 +178,51 @@ TEST(DistillAdapter, RulesInFrontOfALatencyModelExportTheModelExactly) {
   const std::string out((std::istreambuf_iterator<char>(log)), {});
   EXPECT_NE(out.find(" 0 differ"), std::string::npos) << out;
 }
+
+// Rules over fa3-kvcache (FA3 deciding on its serving path, the base of searches on FA3's
+// own kernels) translate exactly too: the header and the Python module carry fa3-kvcache's
+// twin, dynamic split included, and agree with the Lua program everywhere.
+TEST(DistillAdapter, RulesOverFa3KvcacheTranslateExactly) {
+  const Program p = rules_on("fa3-kvcache", *builtin_policy_source("fa3-kvcache"));
+  const DeviceInfo hw = h100();
+  const distill::DecisionFunction fn = to_decision_function(p, hw, distill::grid_shapes(distill::Domain::small()));
+  EXPECT_EQ(fn.method, "rules");
+  EXPECT_EQ(fn.fallback, distill::Fallback::fa3_kvcache);
+  EXPECT_EQ(distill::decision_function_from_json(distill::to_json(fn)), fn);
+  const fs::path dir = temp_dir("kvcache");
+  const distill::Fa3Body body = distill::write_exports(fn, dir);
+  EXPECT_NE(body.refusal.find("fa3-kvcache"), std::string::npos) << body.refusal;
+  auto compiled = distill::CompiledHeuristic::build(dir);
+  auto script = DispatchScript::load("program", render_lua(p));
+  distill::Domain d = distill::Domain::small();
+  d.head_dim = {64, 128, 256};
+  d.page_size = {0, 16, 256};
+  d.seqlen_q = {1, 4};
+  d.batch = {1, 7, 64, 992, 993};  // 993: past the dynamic stage
+  nlohmann::json rows = nlohmann::json::array();
+  int dynamic_lowered = 0;
+  for (int sms : {132, 78}) {
+    DeviceInfo dev = hw;
+    dev.num_sms = sms;
+    const auto random = distill::random_shapes(d, 5000, sms);
+    const auto rep = distill::check(*script, [&](const Shape& s) { return compiled->decide(s, dev); }, dev,
+                                    distill::grid_shapes(d), random);
+    EXPECT_TRUE(rep.ok()) << rep.mismatches << " differ; first "
+                          << (rep.first.empty() ? "" : describe(rep.first[0].shape) + ": script " +
+                                                           rep.first[0].expected + ", distilled " + rep.first[0].got);
+    for (const Shape& s : random) {
+      const Decision c = compiled->decide(s, dev);
+      dynamic_lowered += !eval_rules(p, feature_values(s, dev)) && c.num_splits < fa3_reference(s, dev).num_splits;
+      rows.push_back({s.batch, s.seqlen_q, s.seqlen_k, s.h_q, s.h_kv, s.head_dim, int(s.dtype), s.page_size,
+                      s.causal ? 1 : 0, dev.num_sms, dev.cc, c.num_splits, *c.pack_gqa ? 1 : 0, c.sm_margin});
+    }
+  }
+  EXPECT_GT(dynamic_lowered, 10);  // the dynamic stage decided, not only the rules
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not installed";
+  std::ofstream(dir / "rows.json") << rows.dump();
+  const std::string cmd = "cd '" + dir.string() + "' && python3 heuristic.py --check rows.json > py.log 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream log(dir / "py.log");
+  const std::string out((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_NE(out.find(" 0 differ"), std::string::npos) << out;
+}

@@ -2,7 +2,8 @@
 // Distillation (DESIGN.md §6): a dispatch heuristic as plain data — a "decision function"
 // of ordered rules with integer interval conditions over named features, in front of a
 // fallback — its emitters (standalone C++ header, torch-free Python module, a drop-in
-// body for FlashAttention-3's num_splits_heuristic, heuristic.json), a decision-tree
+// body for FlashAttention-3's num_splits_heuristic, a patch for FA3's get_num_splits /
+// get_pack_gqa, heuristic.json), a decision-tree
 // fitter that turns any Lua script into such rules over a dense grid, and the checker
 // that compiles the emitted header with the system compiler, loads it and holds it to
 // the script on a dense grid and on random shapes.
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,8 +84,10 @@ struct Rule {
 };
 
 // What answers when no rule holds: FlashAttention-3's own dispatch (the exact twin of
-// fa3_reference), or nothing (the rules cover every shape: the last one is unconditional).
-enum class Fallback { none, fa3 };
+// fa3_reference), FA3 on its serving path (of fa3_kvcache_reference), or nothing (the
+// rules cover every shape: the last one is unconditional).
+enum class Fallback { none, fa3, fa3_kvcache };
+std::string_view name(Fallback);  // "none", "fa3", "fa3-kvcache": heuristic.json's words
 
 struct DecisionFunction {
   std::vector<Rule> rules;
@@ -126,6 +130,27 @@ struct Fa3Body {
   std::string refusal;
 };
 Fa3Body emit_fa3_body(const DecisionFunction&);
+// A patch for every function, unlike the body above: a unified diff (`git apply`) against
+// FA3's sources `fa3_files` (path -> text: "hopper/flash_api.cpp", optionally
+// "hopper/flash_api_stable.cpp") at `fa3_commit`. It adds hopper/evodispatch_heuristic.h
+// (emit_cpp_header's function plus an adapter from Flash_fwd_params) and rewrites the
+// bodies of get_num_splits and get_pack_gqa (found by signature and matching brace) to
+// return its decision, FA3's forced-pack cases kept. The lines before the first
+// "diff --git" say what it changes. InputError naming the file and function when one of
+// the two is missing, or when the file is already patched.
+std::string emit_fa3_patch(const DecisionFunction&, const std::map<std::string, std::string>& fa3_files,
+                           const std::string& fa3_commit);
+// The FA3 sources of a checkout: DIR/hopper/flash_api.cpp (required) and
+// flash_api_stable.cpp (when present); the commit is DIR's HEAD when DIR is a git
+// checkout's top, else `commit_option` (--fa3-commit), which must then be given and must
+// agree with HEAD when both are known. InputErrors name the file or the option.
+struct Fa3Source {
+  std::map<std::string, std::string> files;
+  std::string commit;
+};
+Fa3Source read_fa3_source(const std::filesystem::path& dir, const std::string& commit_option);
+// Writes DIR/fa3.patch through a temporary file and a rename (never half-written).
+void write_fa3_patch(const DecisionFunction&, const Fa3Source&, const std::filesystem::path& dir);
 
 // ---- shapes -----------------------------------------------------------------------
 

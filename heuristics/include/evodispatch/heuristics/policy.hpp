@@ -37,4 +37,9 @@ std::optional<std::string> builtin_policy_source(std::string_view name);
 // that tests hold the Lua policy "fa3" to.
 Decision fa3_reference(const Shape&, const DeviceInfo&);
 
+// FlashAttention-3 as flash_attn_with_kvcache runs it with cache_seqlens (the serving
+// path): fa3_reference's static rules counted with batch 1, then the dynamic per-request
+// split of flash_prepare_scheduler.cu. The twin of the Lua policy "fa3-kvcache".
+Decision fa3_kvcache_reference(const Shape&, const DeviceInfo&);
+
 }  // namespace evodispatch
