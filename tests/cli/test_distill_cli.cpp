@@ -46,12 +46,23 @@ TEST(DistillCli, DistillFa3ThenRegressPassesAndFailsOnTheFloor) {
   EXPECT_EQ(rep["rows"].size(), 160u);
   EXPECT_EQ(rep["passed"], true);
 
-  Result bad = run("regress --heuristic " + (dir / "heuristic.json").string() +
-                   " --baseline fa3 --workload paper-safety-160 --floor 1.01 --device sim:h100-sxm --db " + db.string());
+  // One split everywhere, against fa3 with a floor of 1.01: where fa3 splits, confirmed
+  // regressions; where fa3 also takes one split, the same kernels: noise, never confirmed.
+  const fs::path one = scratch_path("fixed1");
+  ASSERT_EQ(run("distill --policy fixed:1 --grid small --random 3000 --out " + one.string()).code, 0);
+  const fs::path bad_report = scratch_path("bad.json");
+  Result bad = run("regress --heuristic " + (one / "heuristic.json").string() +
+                   " --baseline fa3 --workload paper-safety-160 --floor 1.01 --device sim:h100-sxm --db " + db.string() +
+                   " --out " + bad_report.string());
   EXPECT_EQ(bad.code, 1) << bad.out << bad.err;
   EXPECT_NE(bad.out.find("REGRESSION (confirmed"), std::string::npos);
+  EXPECT_NE(bad.out.find("the baseline's own decision (noise)"), std::string::npos);
+  const auto bad_rep = nlohmann::json::parse(std::ifstream(bad_report));
+  const std::size_t confirmed = bad_rep["confirmed_regressions"].get<std::size_t>();
+  EXPECT_GT(confirmed, 0u);
 
-  // Stored: two regress runs, 160 comparisons for the first, 320 (each confirmed) for the second.
+  // Stored: two regress runs, 160 comparisons for the first; for the second, 160 and a
+  // second look at each shape under the floor where the decisions differ.
   auto database = results::Database::open(db.string());
   results::RunFilter f;
   f.kind = "regress";
@@ -59,7 +70,7 @@ TEST(DistillCli, DistillFa3ThenRegressPassesAndFailsOnTheFloor) {
   ASSERT_EQ(runs.size(), 2u);
   std::size_t total = 0;
   for (const auto& r : runs) total += results::Comparisons(database).list_by_run(r.id).size();
-  EXPECT_EQ(total, 160u + 320u);
+  EXPECT_EQ(total, 160u + 160u + bad_rep["below_floor_first"].get<std::size_t>());
 }
 
 TEST(DistillCli, DistillFitsAScriptAndRefusesTheFa3Body) {

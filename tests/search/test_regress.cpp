@@ -135,9 +135,12 @@ TEST_F(Regress, TheTwinOfItsBaselinePasses) {
 }
 
 TEST_F(Regress, AHighFloorConfirmsARegressionOnEveryShape) {
+  // Ratios are heuristic / baseline time: every comparison 1.0 against a floor of 1.01.
+  ScriptedEvaluator ev({1.0, 1.0, 1.0, 1.0, 1.0, 1.0});
   RegressOptions o;
   o.floor = 1.01;
-  const RegressReport r = run(twin(/*with_library=*/true), tiny(), o);
+  test::ScratchDir own;
+  const RegressReport r = run_regress(distilled(constant_splits(64), own, true), *fa3, tiny(), o, ev, db, run_id);
   for (const RegressRow& row : r.rows) {
     EXPECT_EQ(row.verdict, Verdict::regression);
     ASSERT_TRUE(row.second);
@@ -154,6 +157,24 @@ TEST_F(Regress, AHighFloorConfirmsARegressionOnEveryShape) {
   EXPECT_EQ(rows[1].attempt, 2);
   EXPECT_EQ(to_json(r)["passed"], false);
   EXPECT_EQ(to_json(r.rows[0])["second"]["speedup"], 1.0);
+}
+
+// The baseline's own decision cannot regress: the same kernels run. Under the floor it
+// measured noise, and is neither confirmed nor counted.
+TEST_F(Regress, TheBaselinesOwnDecisionUnderTheFloorIsNoise) {
+  RegressOptions o;
+  o.floor = 1.01;
+  const RegressReport r = run(twin(/*with_library=*/true), tiny(), o);
+  for (const RegressRow& row : r.rows) {
+    EXPECT_EQ(row.heuristic, *row.baseline);
+    EXPECT_EQ(row.verdict, Verdict::same);
+    EXPECT_FALSE(row.second);
+    EXPECT_EQ(verdict_text(row), "below floor, but the baseline's own decision (noise)");
+  }
+  EXPECT_TRUE(r.summary.passed());
+  EXPECT_EQ(r.summary.below_floor_first, 0);
+  EXPECT_EQ(r.summary.confirmed_regressions, 0);
+  EXPECT_EQ(stored().size(), 3u);  // one comparison per shape
 }
 
 TEST_F(Regress, StoredRowsSayBaselineOverHeuristic) {
@@ -209,7 +230,8 @@ TEST_F(Regress, OnceUnderTheFloorIsNotARegressionAndAFailedComparisonFails) {
   // Ratios are heuristic / baseline time. Shape 1: 0.8x, then 1.0x on the second look.
   // Shape 2: the comparison fails. Shape 3: 1.25x.
   ScriptedEvaluator ev({1.25, 1.0, 0.0, 0.8});
-  const RegressReport r = run_regress(twin(), *fa3, tiny(), RegressOptions{}, ev, db, run_id);
+  test::ScratchDir own;
+  const RegressReport r = run_regress(distilled(constant_splits(64), own), *fa3, tiny(), RegressOptions{}, ev, db, run_id);
   EXPECT_EQ(r.rows[0].verdict, Verdict::below_once);
   EXPECT_EQ(verdict_text(r.rows[0]), "below floor once, not confirmed");
   EXPECT_DOUBLE_EQ(r.rows[0].first->speedup, 0.8);
@@ -300,7 +322,9 @@ TEST_F(Regress, TheReportHasTheKeysOfRegressJson) {
   Workload w;
   w.name = "one";
   w.shapes = {shape(1, 512, 1)};
-  const nlohmann::json j = to_json(run(twin(), w, o));
+  ScriptedEvaluator ev({1.0, 1.0});  // under the floor of 1.01 twice: a confirmed row
+  test::ScratchDir own;
+  const nlohmann::json j = to_json(run_regress(distilled(constant_splits(64), own), *fa3, w, o, ev, db, run_id));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
   EXPECT_EQ(keys, (std::set<std::string>{"run_id", "device", "device_fingerprint", "kernel_build", "heuristic",

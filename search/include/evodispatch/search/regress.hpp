@@ -55,6 +55,7 @@ enum class Verdict {
   failed,      // the baseline could not decide, or the first comparison failed
   below_once,  // under the floor once, not confirmed by the second comparison
   regression,  // under the floor twice
+  same,        // under the floor once, deciding as the baseline: the same kernels, so noise
 };
 
 struct RegressRow {
