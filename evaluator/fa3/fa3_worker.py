@@ -6,8 +6,11 @@ evaluator/include/evodispatch/evaluator/worker.hpp, served over FA3's own Python
 run with `python3 -c`); it can also run from the repository, for the port check:
 
     python3 evaluator/fa3/fa3_worker.py --port-check DECISIONS.jsonl [--index N]
+    python3 evaluator/fa3/fa3_worker.py --regress DECISIONS.jsonl --stock HOPPER --patched HOPPER
 
-where DECISIONS.jsonl is `evodispatch decide --policy fa3-kvcache --json` output.
+where DECISIONS.jsonl is `evodispatch decide --json` output: of the fa3-kvcache policy for
+the port check; of the search's winner for the check of a patched FA3 build against stock
+(scripts/gpu-fa3.sh).
 
 A decision maps onto FA3's knobs: num_splits, pack_gqa and sm_margin of
 flash_attn_with_kvcache, called as vLLM calls it (a contiguous or paged KV cache with
@@ -311,6 +314,32 @@ class Worker:
                 "ratio_own_over_policy": med, "ratio_lo": lo, "ratio_hi": hi}
 
 
+    # The regression matrix of a patched FA3 against stock runs two builds, which cannot
+    # share a process (both register the same torch ops): a coordinator interleaves replays
+    # of graphs that each process holds by name.
+    def hold_graph(self, req):
+        shape = parse_shape(req.get("shape"))
+        k = req.get("knobs")
+        if not isinstance(k, dict) or set(k) != {"num_splits", "pack_gqa", "sm_margin"}:
+            raise Refused("knobs: {num_splits (0: FA3 decides), pack_gqa (null: FA3 decides), sm_margin}")
+        timing = parse_timing(req.get("timing"))
+        c, gpu = self.case(shape, None, True, timing)
+        res = self.backend.check(c, k)
+        if res.get("bad_elements", 0) or not res["rel_error"] < output_tolerance(shape["dtype"]):
+            raise RowError("numeric check failed: rel_error %s, %d bad outputs" % (res["rel_error"], res.get("bad_elements", 0)))
+        calls = self.calls_per_graph(c, k, timing, gpu["buffer_sets"])
+        g = self.backend.graph(c, k, calls)
+        for _ in range(max(1, timing["warmup"])):
+            g.replay()
+        self.graphs = getattr(self, "graphs", {})
+        self.graphs[req.get("name", "")] = (g, calls)
+        return {"splits": self.backend.splits_run(c, k), "calls": calls, "rel_error": res["rel_error"]}
+
+    def replay_graph(self, req):
+        g, calls = self.graphs[req.get("name", "")]
+        return {"us": g.replay() / calls}
+
+
 class RowError(Exception):
     """Why a measurement failed: the row carries it."""
 
@@ -339,13 +368,17 @@ def serve(worker, lines, out):
                 reply = {"id": rid, "ok": True, "measurement": worker.measure(req)}
             elif op == "compare":
                 reply = {"id": rid, "ok": True, "comparison": worker.compare(req)}
+            elif op == "hold_graph":
+                reply = {"id": rid, "ok": True, **worker.hold_graph(req)}
+            elif op == "replay_graph":
+                reply = {"id": rid, "ok": True, **worker.replay_graph(req)}
             else:
                 raise Refused("unknown op %r (info, measure, compare)" % op)
         except Unusable as e:
             out.write(json.dumps({"id": rid, "ok": False, "error": str(e), "unusable": str(e)}) + "\n")
             out.flush()
             return 3
-        except (Refused, ValueError, TypeError) as e:
+        except (Refused, RowError, ValueError, TypeError, KeyError) as e:
             reply = {"id": rid, "ok": False, "error": str(e)}
         out.write(json.dumps(reply) + "\n")
         out.flush()
@@ -530,16 +563,18 @@ def import_fa3():
 
 
 def fa3_build_identity():
-    """FA3's commit and build flags when scripts/fa3-build.sh wrote them (BUILD_ID beside
-    hopper/), and always the hash of the compiled extension, which the flags determine."""
-    build_id = "unknown-build"
+    """FA3's commit and build flags, as scripts/fa3-build.sh writes them (BUILD_ID beside
+    hopper/). Without that file, the hash of the compiled extension: two compiles of the
+    same sources differ in bytes, so such rows are never reused across rebuilds."""
     for m in list(sys.modules.values()):
         f = getattr(m, "__file__", None) or ""
-        if "flash_attn_interface" in f:
+        if f.endswith("flash_attn_interface.py"):
             cand = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(f))), "BUILD_ID")
             if os.path.exists(cand):
                 with open(cand) as fh:
-                    build_id = fh.read().strip() or build_id
+                    build_id = fh.read().strip()
+                if build_id:
+                    return build_id
     h = hashlib.sha256()
     sos = sorted({getattr(m, "__file__", "") for m in list(sys.modules.values())
                   if "flash_attn" in (getattr(m, "__name__", "") or "") and (getattr(m, "__file__", "") or "").endswith(".so")})
@@ -547,7 +582,7 @@ def fa3_build_identity():
         with open(so, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
-    return "%s:%s" % (build_id, h.hexdigest()[:12] if sos else "no-extension")
+    return "unknown-build:" + (h.hexdigest()[:12] if sos else "no-extension")
 
 
 # ---- entry points -----------------------------------------------------------------------
@@ -609,10 +644,72 @@ def port_check_main(a):
                       "max": max(ratios, default=0), "min": min(ratios, default=0)}), flush=True)
 
 
+class _Peer:
+    """A worker process over one FA3 build (EVODISPATCH_FA3_PATH=hopper)."""
+
+    def __init__(self, hopper, index):
+        import subprocess
+        env = dict(os.environ, EVODISPATCH_FA3_PATH=hopper)
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--index", str(index)], env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.build = self.ask({"op": "info"})["info"]["kernel_build"]
+
+    def ask(self, req):
+        self.p.stdin.write(json.dumps(req) + "\n")
+        self.p.stdin.flush()
+        reply = json.loads(self.p.stdout.readline())
+        if not reply.get("ok"):
+            raise RowError(reply.get("error", "no reply"))
+        return reply
+
+
+def regress_main(a):
+    """Verifies a patched FA3 build against stock on every shape of a decisions file
+    (`evodispatch decide --policy PROGRAM --json`): patched FA3 deciding for itself
+    (num_splits=0, pack_gqa=None) must pass the numeric check and run the split that stock
+    FA3 runs when told the program's decision (get_scheduler_metadata in each build). Then
+    patched FA3 launches exactly what stock FA3 launches with those knobs, so its speed is
+    measured in one process: `evodispatch bench --device fa3:cuda:N --policy PROGRAM
+    --baseline fa3-kvcache`. Timing the two builds against each other needs two processes
+    (they register the same torch ops), and replays alternated between processes through a
+    pipe are biased: stock against a second stock process measured 1.12x geomean, up to
+    1.36x (docs/fa3.md)."""
+    index = int(a.get("index", "0"))
+    stock, patched = _Peer(a["stock"], index), _Peer(a["patched"], index)
+    own = {"num_splits": 0, "pack_gqa": None, "sm_margin": 0}
+    rows = []
+    with open(a["regress"]) as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            j = json.loads(line)
+            shape = parse_shape({k: j[k] for k in ("batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim",
+                                                    "dtype", "page_size", "causal") if k in j})
+            want = {"num_splits": j["num_splits"], "pack_gqa": j.get("pack_gqa"), "sm_margin": 0}
+            row = {"shape": shape, "decision": want}
+            try:
+                row["patched_splits"] = patched.ask({"op": "hold_graph", "name": "own", "shape": shape, "knobs": own})["splits"]
+                row["stock_splits"] = stock.ask({"op": "hold_graph", "name": "own", "shape": shape, "knobs": own})["splits"]
+                row["decision_splits"] = stock.ask({"op": "hold_graph", "name": "want", "shape": shape, "knobs": want})["splits"]
+                row["patched_runs_decision"] = row["patched_splits"] == row["decision_splits"]
+            except RowError as e:
+                row["error"] = str(e)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    ok = [r for r in rows if "patched_runs_decision" in r]
+    print(json.dumps({"shapes": len(rows), "failed": len(rows) - len(ok), "stock_build": stock.build,
+                      "patched_build": patched.build,
+                      "patched_runs_decision": sum(1 for r in ok if r["patched_runs_decision"]),
+                      "patched_differs_from_stock": sum(1 for r in ok if r["patched_splits"] != r["stock_splits"])}),
+          flush=True)
+
+
 def main(argv):
     a = _args(argv)
     if "port-check" in a:
         return port_check_main(a)
+    if "regress" in a:
+        return regress_main(a)
     index = int(a.get("index", "0"))
     device = json.loads(a["device-json"]) if "device-json" in a else torch_device(index)
     worker = Worker(a.get("spec", "fa3:cuda:%d" % index), device, a.get("fingerprint", device["name"]),

@@ -120,7 +120,7 @@ TEST(SimEvaluator, DeviceSpecs) {
     make_evaluator("gpu0");
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("expected auto, cuda:N or sim:PROFILE"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected auto, cuda:N, fa3:cuda:N or sim:PROFILE"), std::string::npos) << e.what();
   }
 }
 

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# FlashAttention-3 as a measured backend, run ON the GPU machine over a tree that carries
+# build-gpu/evodispatch and FA3's sources (a checkout, or third_party/fa3-src.tar.xz).
+#
+#   FA3_SRC=PATH bash scripts/gpu-fa3.sh [STEP...]     # writes into $OUT (default ./gpu-fa3-out)
+#
+# build   scripts/fa3-build.sh: stock FA3 into $FA3_DIR (default /tmp/fa3-stock), bf16,
+#         forward only, head dims $HDIMS (default "128"); skipped when $FA3_DIR holds a build.
+# port    the fa3-kvcache policy against FA3 deciding for itself, shape by shape on
+#         $WORKLOAD (default paper-safety-160): the split FA3's scheduler reports for each
+#         (get_scheduler_metadata), and FA3's own call timed against the policy's explicit
+#         decision, interleaved.
+# verbs   bench (fa3-kvcache against fixed:1, interleaved), sweep splits, and the oracle of
+#         $ORACLE_SPLITS on $WORKLOAD against fa3-kvcache, all on --device fa3:cuda:0.
+# patch   builds FA3 again with $PATCH applied (evodispatch distill --fa3-source) into
+#         /tmp/fa3-patched, reusing the stock objects; checks on $WORKLOAD that patched FA3
+#         deciding for itself passes the numeric check and runs $PROGRAM's (the winner's
+#         Lua) decision; then times $PROGRAM against fa3-kvcache on stock FA3, interleaved
+#         in one process, which is what the patched build launches.
+# search  search --config $CONFIG (default gpu-fa3-safety-160) on fa3:cuda:0, stopped after
+#         $SEARCH_SECONDS (default 360) with SIGINT: resumable, nothing lost (RESUME=1 with
+#         DB= the database it returned goes on with the newest unfinished search).
+# With no STEP: build port verbs. Everything lands in $OUT/evodispatch.db.xz too; DB=FILE
+# (.db or .db.xz) starts from an earlier database, copied.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu-env.sh
+gpu_env fa3
+out=${OUT:-$root/gpu-fa3-out}
+mkdir -p "$out"
+fa3=${FA3_DIR:-/tmp/fa3-stock}
+src=${FA3_SRC:-third_party/fa3-src.tar.xz}
+workload=${WORKLOAD:-paper-safety-160}
+status=0
+step() { echo; echo "=== $* ($(date +%T))"; }
+evo() { "$bin" "$@" --device fa3:cuda:0 --db "$db"; }
+# DB: an earlier run's database, to reuse its measurements (copied, never written in place).
+[ -n "${DB:-}" ] && { case $DB in *.xz) xz -dc "$DB" >"$db" ;; *) cp "$DB" "$db" ;; esac; }
+steps=("$@")
+((${#steps[@]})) || steps=(build port verbs)
+
+build_fa3() {  # DIR [fa3-build.sh options...]
+  local dir=$1
+  shift
+  [ -f "$dir/BUILD_ID" ] && return 0
+  bash scripts/fa3-build.sh "$src" "$dir" --hdims "${HDIMS:-128}" "$@" >"$out/$(basename "$dir")-build.log" 2>&1 ||
+    { tail -n 40 "$out/$(basename "$dir")-build.log"; return 1; }
+  tail -n 3 "$out/$(basename "$dir")-build.log"
+}
+
+for s in "${steps[@]}"; do
+  case $s in
+    build)
+      step "build stock FA3 into $fa3"
+      build_fa3 "$fa3" || exit 1
+      ;;
+    port)
+      step "port check: fa3-kvcache against FA3 deciding, on $workload"
+      export EVODISPATCH_FA3_PATH=$fa3/hopper
+      "$bin" decide --policy fa3-kvcache --workload "$workload" --device cuda:0 --json >"$out/port-decisions.jsonl" || status=1
+      python3 evaluator/fa3/fa3_worker.py --port-check "$out/port-decisions.jsonl" >"$out/port-check.jsonl" 2>"$out/port-check.log" || status=1
+      tail -n 1 "$out/port-check.jsonl"
+      ;;
+    verbs)
+      export EVODISPATCH_FA3_PATH=$fa3/hopper
+      step "bench fa3-kvcache against fixed:1 on paper-table1"
+      evo bench --workload paper-table1 --policy fa3-kvcache --baseline fixed:1 --json >"$out/bench-table1.json" 2>"$out/bench-table1.log" || status=1
+      tail -n 5 "$out/bench-table1.log"
+      step "sweep splits on paper-table1's MQA row"
+      evo sweep splits --shape batch=1,seqlen_k=512,h_q=64,h_kv=1 --splits 1..16 >"$out/sweep-splits.txt" 2>&1 || status=1
+      tail -n 20 "$out/sweep-splits.txt"
+      step "oracle of ${ORACLE_SPLITS:-1,2,3,4,6,8,12,16,24,32} on $workload against fa3-kvcache"
+      timeout -s INT "${ORACLE_SECONDS:-300}" "$bin" bench --device fa3:cuda:0 --db "$db" --workload "$workload" \
+        --policy oracle --oracle-splits "${ORACLE_SPLITS:-1,2,3,4,6,8,12,16,24,32}" --oracle-pack on \
+        --baseline fa3-kvcache --json >"$out/oracle.json" 2>"$out/oracle.log"
+      echo "exit $? (130: stopped by the time limit, rows so far kept)"
+      tail -n 8 "$out/oracle.log"
+      ;;
+    search)
+      export EVODISPATCH_FA3_PATH=$fa3/hopper
+      step "search --config ${CONFIG:-search/configs/gpu-fa3-safety-160.json} on fa3:cuda:0"
+      if [ "${RESUME:-0}" = 1 ]; then args=(--resume); else args=(--config "${CONFIG:-search/configs/gpu-fa3-safety-160.json}"); fi
+      timeout -s INT "${SEARCH_SECONDS:-360}" "$bin" search "${args[@]}" --device fa3:cuda:0 --db "$db" --json \
+        >"$out/search.json" 2>"$out/search.log"
+      echo "search exit $? (130: stopped by the time limit, resumable)"
+      tail -n 12 "$out/search.log"
+      ;;
+    patch)
+      step "build FA3 with ${PATCH:?PATCH=fa3.patch is required} into /tmp/fa3-patched"
+      build_fa3 "$fa3" || exit 1
+      build_fa3 /tmp/fa3-patched --patch "$PATCH" --reuse "$fa3" || exit 1
+      step "patched FA3 runs ${PROGRAM:?PROGRAM=winner.lua is required}'s decisions on $workload"
+      "$bin" decide --policy "$PROGRAM" --workload "$workload" --device cuda:0 --json >"$out/decide.jsonl" || status=1
+      python3 evaluator/fa3/fa3_worker.py --regress "$out/decide.jsonl" --stock "$fa3/hopper" \
+        --patched /tmp/fa3-patched/hopper >"$out/patch-check.jsonl" 2>"$out/patch-check.log" || status=1
+      tail -n 1 "$out/patch-check.jsonl"
+      step "the winner against fa3-kvcache on stock FA3, interleaved (the patched build launches the same)"
+      evo bench --workload "$workload" --policy "$PROGRAM" --baseline fa3-kvcache --json >"$out/bench-winner.json" \
+        2>"$out/bench-winner.log" || status=1
+      tail -n 1 "$out/bench-winner.log"
+      ;;
+    *) echo "gpu-fa3: unknown step $s (build, port, verbs, patch)" >&2; exit 2 ;;
+  esac
+done
+
+xz -T0 -c "$db" >"$out/evodispatch.db.xz" 2>/dev/null || cp "$db" "$out/evodispatch.db"
+rm -rf "$work_cache"
+step "gpu-fa3: $([ $status -eq 0 ] && echo passed || echo FAILED) (results in $out)"
+exit $status
