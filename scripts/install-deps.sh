@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   liblua5.4-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-minimal  # distill checks its Python export against the C++ (tests too)
+  python3  # distill checks its Python export against the C++; the FA3 worker (tests too)
 )
 
 missing=()
