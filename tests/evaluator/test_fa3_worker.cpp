@@ -133,3 +133,19 @@ TEST_F(Fa3Worker, BadRequestsGetAnErrorReplyAndTheWorkerGoesOn) {
   EXPECT_TRUE(remote->measure(gqa(1, 512), Decision{1, true, 0}, TimingOptions{}).ok);
   EXPECT_EQ(remote->restarts(), 0);
 }
+
+// What scripts/gpu-fa3.sh's patch step asks each build: the numeric check and the split
+// FA3 runs for given knobs, FA3 deciding when num_splits is 0 and pack_gqa null.
+TEST_F(Fa3Worker, CheckKnobsReportsTheSplitFa3RunsAndFailsOnBadOutputs) {
+  const json shape = to_json(gqa(4, 2048));
+  const json own = remote->request(
+      {{"op", "check_knobs"}, {"shape", shape}, {"knobs", {{"num_splits", 0}, {"pack_gqa", nullptr}, {"sm_margin", 0}}}});
+  ASSERT_TRUE(own.value("ok", false)) << own.dump();
+  EXPECT_EQ(own["splits"], json::array({4}));  // the fake FA3's own choice for 32 CTAs
+  const json bad = remote->request(
+      {{"op", "check_knobs"}, {"shape", shape}, {"knobs", {{"num_splits", 13}, {"pack_gqa", true}, {"sm_margin", 0}}}});
+  EXPECT_FALSE(bad.value("ok", true));
+  EXPECT_NE(bad.value("error", "").find("numeric check failed"), std::string::npos) << bad.dump();
+  const json partial = remote->request({{"op", "check_knobs"}, {"shape", shape}, {"knobs", {{"num_splits", 1}}}});
+  EXPECT_NE(partial.value("error", "").find("knobs:"), std::string::npos) << partial.dump();
+}
