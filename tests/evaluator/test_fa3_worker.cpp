@@ -9,20 +9,14 @@
 
 #include <evodispatch/evaluator/worker.hpp>
 
+#include "../support/devices.hpp"
+
 using namespace evodispatch;
 using nlohmann::json;
 
 namespace {
 
-DeviceInfo h100() {
-  DeviceInfo d;
-  d.name = "NVIDIA H100 80GB HBM3";
-  d.num_sms = 132;
-  d.l2_bytes = 50 << 20;
-  d.mem_bw_bytes_per_s = 3.35e12;
-  d.cc = 90;
-  return d;
-}
+DeviceInfo h100() { return test::h100_sxm(); }
 
 const std::string kFingerprint = "NVIDIA H100 80GB HBM3/132sm/cc90/81079MiB/driver13.0";
 
