@@ -35,7 +35,7 @@ void add_config_reference_flag(CLI::App& verb) {
 int run(int argc, char** argv) {
   CLI::App app{"evodispatch: evolve GPU decode-attention dispatch heuristics"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "evodispatch 0.1.0");
+  app.set_version_flag("--version", std::string("evodispatch ") + kVersion);
   Action action;
   add_env(app, action);
   add_check(app, action);
@@ -46,6 +46,7 @@ int run(int argc, char** argv) {
   add_search(app, action);
   add_distill(app, action);
   add_regress(app, action);
+  add_results(app, action);
   add_worker(app, action);
   try {
     app.parse(argc, argv);

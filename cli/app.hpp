@@ -10,6 +10,8 @@
 
 namespace evodispatch::cli {
 
+inline constexpr const char* kVersion = "0.1.0";
+
 // Exit codes of DESIGN.md §7.
 enum Exit : int { kOk = 0, kFailure = 1, kUsage = 2, kInterrupted = 130 };
 
@@ -48,6 +50,7 @@ void add_search(CLI::App& app, Action& action);
 void add_worker(CLI::App& app, Action& action);
 void add_distill(CLI::App& app, Action& action);
 void add_regress(CLI::App& app, Action& action);
+void add_results(CLI::App& app, Action& action);
 
 int run(int argc, char** argv);
 

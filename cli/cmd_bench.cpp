@@ -10,6 +10,7 @@
 #include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/heuristics/policy.hpp>
+#include <evodispatch/search/run_shapes.hpp>
 #include <evodispatch/search/bench.hpp>
 #include <evodispatch/search/oracle.hpp>
 
@@ -112,7 +113,7 @@ int bench(const BenchOptions& o) {
     session.interrupted();
     throw Interrupted();
   }
-  session.finish(to_json(report.summary));
+  session.finish(to_json(report.summary), run_shapes(report));
 
   if (o.json) {
     nlohmann::json j = {{"run_id", session.run_id}, {"device", evaluator.spec()}, {"workload", workload.name},

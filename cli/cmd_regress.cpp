@@ -10,6 +10,7 @@
 #include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/heuristics/policy.hpp>
+#include <evodispatch/search/run_shapes.hpp>
 #include <evodispatch/search/regress.hpp>
 
 #include "app.hpp"
@@ -108,7 +109,7 @@ int regress(const RegressCliOptions& o) {
     throw Interrupted();
   }
   const nlohmann::json doc = to_json(report);
-  session.finish(doc);
+  session.finish(doc, run_shapes(report));
   if (!o.out.empty()) {
     std::ofstream f(o.out);
     f << doc.dump(2) << "\n";

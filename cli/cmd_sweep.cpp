@@ -7,6 +7,7 @@
 
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/heuristics/policy.hpp>
+#include <evodispatch/search/run_shapes.hpp>
 #include <evodispatch/search/sweep.hpp>
 
 #include "app.hpp"
@@ -111,10 +112,10 @@ int sweep_splits_verb(const SweepOptions& o) {
       throw Interrupted();
     }
     failures += curve.best < 0;
-    if (o.json) all.push_back(to_json(curve));
-    else print_split_curve(curve);
+    all.push_back(to_json(curve));
+    if (!o.json) print_split_curve(curve);
   }
-  session.finish({{"curves", all.size()}});
+  session.finish({{"curves", all}});
   if (o.json) std::cout << nlohmann::json{{"run_id", session.run_id}, {"curves", all}}.dump() << "\n";
   return failures ? kFailure : kOk;
 }
@@ -146,7 +147,7 @@ int sweep_batch_verb(const SweepOptions& o) {
     throw Interrupted();
   }
   nlohmann::json j = to_json(curve);
-  session.finish({{"worst_excess", j.value("worst_excess", 0.0)}});
+  session.finish({{"worst_excess", j.value("worst_excess", 0.0)}}, run_shapes(curve));
   j["run_id"] = session.run_id;
   if (o.json) std::cout << j.dump() << "\n";
   else print_batch_curve(curve, o.policy);

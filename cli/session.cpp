@@ -4,8 +4,11 @@
 
 namespace evodispatch::cli {
 
-void RunSession::finish(const nlohmann::json& summary) {
-  results::Runs(db).finish(run_id, results::RunStatus::finished, summary);
+void RunSession::finish(const nlohmann::json& summary, const std::vector<results::RunShapeRecord>& shapes) {
+  db.in_transaction([&] {
+    results::RunShapes(db).put(run_id, shapes);
+    results::Runs(db).finish(run_id, results::RunStatus::finished, summary);
+  });
 }
 
 void RunSession::interrupted() { results::Runs(db).finish(run_id, results::RunStatus::interrupted); }
@@ -17,6 +20,7 @@ RunSession open_run_session(const std::string& kind, const std::string& device, 
   results::RunRecord run;
   run.kind = kind;
   run.device = evaluator->fingerprint();
+  run.kernel_build = evaluator->kernel_build();
   config["device"] = evaluator->spec();
   run.config = std::move(config);
   const std::int64_t run_id = db.in_transaction([&] {

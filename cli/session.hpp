@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/results/database.hpp>
+#include <evodispatch/results/run_shapes.hpp>
 
 namespace evodispatch::cli {
 
@@ -17,8 +19,9 @@ struct RunSession {
   std::unique_ptr<Evaluator> evaluator;
   results::Database db;
   std::int64_t run_id = 0;
-  // Marks the run finished (with the summary) or interrupted.
-  void finish(const nlohmann::json& summary);
+  // Marks the run finished with its summary and per-shape rows, in one transaction; or
+  // interrupted.
+  void finish(const nlohmann::json& summary, const std::vector<results::RunShapeRecord>& shapes = {});
   void interrupted();
 };
 

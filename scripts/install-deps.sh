@@ -8,6 +8,7 @@ packages=(
   liblua5.4-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3  # distill checks its Python export against the C++; the FA3 worker (tests too)
+  chromium  # the report's browser test renders it headless
 )
 
 missing=()

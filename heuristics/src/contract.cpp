@@ -41,6 +41,9 @@ std::int64_t waves_pct(const Shape& s, const DeviceInfo& hw) {
 }
 
 std::int64_t kv_kib(const Shape& s) { return 2 * std::int64_t(s.seqlen_k) * s.head_dim * dtype_bytes(s.dtype) / 1024; }
+std::int64_t kv_bytes(const Shape& s) {
+  return 2 * std::int64_t(s.batch) * s.seqlen_k * s.h_kv * s.head_dim * dtype_bytes(s.dtype);
+}
 
 namespace {
 void require(bool ok, std::string_view where, std::string_view field, const std::string& what) {

@@ -11,7 +11,7 @@
 namespace evodispatch::results {
 
 struct Database::Impl {
-  explicit Impl(const std::string& path) : conn(path) {}
+  Impl(const std::string& path, bool read_only) : conn(path, read_only) {}
   sql::Connection conn;
 };
 
@@ -45,6 +45,7 @@ void configure(sql::Connection& c, const std::string& path, const OpenOptions& o
   c.busy_timeout(opt.busy_timeout_ms);
   try {
     user_version(c);  // the first read: fails here on a file that is not a database
+    if (opt.read_only) return;
     if (!in_memory(path) && c.query_text("PRAGMA journal_mode") != "wal") {
       // WAL lets readers (the report, a second search) run while a search writes.
       c.query_text("PRAGMA journal_mode = WAL");
@@ -67,6 +68,16 @@ void check_application(sql::Connection& c, const std::string& path) {
       << "), not an evodispatch results database";
     throw InputError(o.str());
   }
+}
+
+// A reader cannot migrate, and the views it reads exist only at the newest version.
+void check_readable(sql::Connection& c, const std::string& path, int version) {
+  if (version == 0 && c.query_int("SELECT count(*) FROM sqlite_schema") == 0)
+    throw InputError(path + " is empty: not an evodispatch results database");
+  if (version < Database::latest_schema_version())
+    throw InputError(path + " has schema version " + std::to_string(version) + ", older than this evodispatch's " +
+                     std::to_string(Database::latest_schema_version()) +
+                     "; any writing verb migrates it (e.g. evodispatch results migrate --db " + path + ")");
 }
 
 [[noreturn]] void refuse_newer(const std::string& path, int version) {
@@ -113,7 +124,7 @@ Database Database::open(const std::string& path, const OpenOptions& opt) {
   }
   std::unique_ptr<Impl> impl;
   try {
-    impl = std::make_unique<Impl>(path);
+    impl = std::make_unique<Impl>(path, opt.read_only);
   } catch (const DbError& e) {
     rethrow_as_file_error(e, path);
   }
@@ -122,7 +133,8 @@ Database Database::open(const std::string& path, const OpenOptions& opt) {
   check_application(c, path);
   const int version = user_version(c);
   if (version > latest_schema_version()) refuse_newer(path, version);
-  if (version < target) migrate(c, path, version, target);
+  if (opt.read_only) check_readable(c, path, version);
+  else if (version < target) migrate(c, path, version, target);
   return Database(std::move(impl));
 }
 

@@ -8,7 +8,7 @@ namespace evodispatch::results {
 namespace {
 constexpr const char* kProgramSelect =
     "SELECT p.id, p.run_id, p.hash, p.source, p.rules_json, p.parents_json, p.origin, p.island, p.generation, "
-    "p.created_at, b.text FROM programs p LEFT JOIN program_bases b ON b.id = p.base_id";
+    "p.created_at, b.text, p.step FROM programs p LEFT JOIN program_bases b ON b.id = p.base_id";
 
 ProgramRecord read_program(const sql::Statement& st) {
   ProgramRecord p;
@@ -28,11 +28,14 @@ ProgramRecord read_program(const sql::Statement& st) {
   p.generation = st.column_int(8);
   p.created_at = st.column_text(9);
   p.base = st.column_optional_text(10);
+  p.step = st.column_optional_int64(11);
   return p;
 }
 
 constexpr std::string_view kInsertColumns[] = {"run_id", "hash",   "source",     "rules_json", "parents_json",
-                                               "origin", "island", "generation", "base_id"};
+                                               "origin", "island", "generation", "base_id", "step"};
+// Without a step the column is left out, so a file at schema < 4 still takes programs.
+constexpr std::size_t kColumnsWithoutStep = std::size(kInsertColumns) - 1;
 
 std::optional<ProgramRecord> first(sql::Statement& st) {
   if (st.step()) return read_program(st);
@@ -45,8 +48,8 @@ InsertResult Programs::insert(const ProgramRecord& p) {
   auto& c = detail::connection(*db_);
   std::optional<std::int64_t> base_id;
   if (p.base) base_id = detail::ensure_program_base(c, *p.base);  // one row however many programs share it
-  sql::Statement ins(
-      c, sql::insert_into("programs", kInsertColumns) + " ON CONFLICT (run_id, hash) DO NOTHING RETURNING id");
+  const std::span<const std::string_view> columns(kInsertColumns, p.step ? std::size(kInsertColumns) : kColumnsWithoutStep);
+  sql::Statement ins(c, sql::insert_into("programs", columns) + " ON CONFLICT (run_id, hash) DO NOTHING RETURNING id");
   ins.bind(":run_id", p.run_id)
       .bind(":hash", p.hash)
       .bind(":source", p.source)
@@ -56,6 +59,7 @@ InsertResult Programs::insert(const ProgramRecord& p) {
       .bind(":island", p.island)
       .bind(":generation", p.generation)
       .bind(":base_id", base_id);
+  if (p.step) ins.bind(":step", *p.step);
   if (auto id = detail::insert_returning_id(ins)) return {*id, true};
   if (auto existing = find_by_hash(p.run_id, p.hash)) return {existing->id, false};
   throw DbError("program " + p.hash + " of run " + std::to_string(p.run_id) + " vanished while inserting it");

@@ -25,7 +25,8 @@ std::optional<RunStatus> parse_run_status(std::string_view s) {
 namespace {
 constexpr const char* kRunSelect =
     "SELECT r.id, r.kind, r.status, r.config_json, r.seed, d.fingerprint, r.workload_id, r.summary_json, "
-    "r.state_json, r.started_at, r.finished_at FROM runs r LEFT JOIN devices d ON d.id = r.device_id";
+    "r.state_json, r.started_at, r.finished_at, k.hash FROM runs r LEFT JOIN devices d ON d.id = r.device_id "
+    "LEFT JOIN kernel_builds k ON k.id = r.kernel_build_id";
 
 RunRecord read_run(const sql::Statement& st) {
   RunRecord r;
@@ -43,6 +44,7 @@ RunRecord read_run(const sql::Statement& st) {
   r.state = detail::read_json(st, 8);
   r.started_at = st.column_text(9);
   r.finished_at = st.column_optional_text(10);
+  r.kernel_build = st.column_text(11);  // NULL (none) reads as ""
   return r;
 }
 
@@ -59,9 +61,13 @@ std::int64_t Runs::create(const RunRecord& r) {
   sql::Transaction t(c);
   std::optional<std::int64_t> device_id;
   if (!r.device.empty()) device_id = detail::ensure_device(c, r.device);
-  static constexpr std::string_view kColumns[] = {"kind",      "status",      "config_json",  "seed",
-                                                  "device_id", "workload_id", "summary_json", "state_json"};
-  sql::Statement st(c, sql::insert_into("runs", kColumns) + " RETURNING id");
+  static constexpr std::string_view kColumns[] = {"kind",         "status",     "config_json",
+                                                  "seed",         "device_id",  "workload_id",
+                                                  "summary_json", "state_json", "kernel_build_id"};
+  // Without a build the column is left out, so a file at schema < 4 (a migration test's)
+  // still takes runs.
+  const std::span<const std::string_view> columns(kColumns, r.kernel_build.empty() ? 8 : 9);
+  sql::Statement st(c, sql::insert_into("runs", columns) + " RETURNING id");
   st.bind(":kind", r.kind)
       .bind(":status", to_string(RunStatus::running))
       .bind(":config_json", detail::json_text(object_or_empty(r.config)))
@@ -70,6 +76,7 @@ std::int64_t Runs::create(const RunRecord& r) {
       .bind(":workload_id", r.workload_id)
       .bind(":summary_json", detail::json_text(object_or_empty(r.summary)))
       .bind(":state_json", detail::json_text(object_or_empty(r.state)));
+  if (!r.kernel_build.empty()) st.bind(":kernel_build_id", detail::ensure_kernel_build(c, r.kernel_build));
   const std::int64_t id = detail::insert_returning_id(st).value();
   t.commit();
   return id;

@@ -17,6 +17,7 @@ std::span<const Migration> migrations();
 std::string_view schema_v1();
 std::string_view schema_v2();
 std::string_view schema_v3();
+std::string_view schema_v4();
 
 // PRAGMA application_id of an evodispatch database ("EVOD"), so a file of another
 // application that happens to be SQLite is recognised.

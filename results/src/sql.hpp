@@ -20,7 +20,7 @@ class Connection {
  public:
   // Opens `path`, creating it when missing. SQLite opens lazily: a file that is not a
   // database is only detected by the first statement.
-  explicit Connection(const std::string& path);
+  explicit Connection(const std::string& path, bool read_only = false);
   Connection(Connection&&) noexcept;
   Connection& operator=(Connection&&) noexcept;
   Connection(const Connection&) = delete;
@@ -99,6 +99,8 @@ class Statement {
   // Columns are 0-based. NULL reads as 0, "" or NaN; use is_null / optional getters
   // where NULL means something.
   int column_count() const;
+  std::string column_name(int col) const;
+  int column_type(int col) const;  // SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB, SQLITE_NULL
   bool is_null(int col) const;
   std::int64_t column_int64(int col) const;
   int column_int(int col) const;

@@ -4,9 +4,9 @@
 
 namespace evodispatch::results::sql {
 
-Connection::Connection(const std::string& path) : path_(path) {
+Connection::Connection(const std::string& path, bool read_only) : path_(path) {
   // FULLMUTEX is SQLite's default; NOFOLLOW is not used so symlinked databases work.
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  const int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {

@@ -94,6 +94,8 @@ void Statement::reset() { sqlite3_reset(stmt_); }  // its error was reported by 
 void Statement::clear_bindings() { sqlite3_clear_bindings(stmt_); }
 
 int Statement::column_count() const { return sqlite3_column_count(stmt_); }
+std::string Statement::column_name(int col) const { return sqlite3_column_name(stmt_, col); }
+int Statement::column_type(int col) const { return sqlite3_column_type(stmt_, col); }
 bool Statement::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 std::int64_t Statement::column_int64(int col) const { return sqlite3_column_int64(stmt_, col); }
 

@@ -81,6 +81,7 @@ std::unique_ptr<SearchEngine> SearchEngine::start(results::Database& db, SearchC
   run.config = run_config;
   run.seed = static_cast<std::int64_t>(c.seed);
   run.device = ev.fingerprint();
+  run.kernel_build = ev.kernel_build();
   impl->run_id = db.in_transaction([&] {
     results::Devices(db).upsert({0, ev.fingerprint(), ev.device(), "", {}, ""});
     run.workload_id = results::Workloads(db).upsert(workload.name, spec);

@@ -4,6 +4,7 @@
 // re-measurement against the baseline before one is declared the winner. Every result
 // is a stored row, so a killed final phase resumes where it stopped.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -71,6 +72,31 @@ class Refutations {
 
 }  // namespace
 
+results::RunShapeRecord shape_row(results::ShapeSplit split, const Shape& shape, const TimedDecision& baseline,
+                                  const std::optional<TimedDecision>& candidate,
+                                  const std::optional<TimedDecision>& oracle) {
+  const auto time = [](double us) { return std::isfinite(us) ? std::optional(us) : std::nullopt; };
+  const auto over_baseline = [&](const std::optional<double>& us) {
+    return us && std::isfinite(baseline.us) ? std::optional(baseline.us / *us) : std::nullopt;
+  };
+  results::RunShapeRecord r;
+  r.split = split;
+  r.shape = shape;
+  r.baseline = resolve(baseline.decision, shape);
+  r.baseline_us = time(baseline.us);
+  if (candidate) {
+    r.candidate = resolve(candidate->decision, shape);
+    r.candidate_us = time(candidate->us);
+    r.speedup = over_baseline(r.candidate_us);
+  }
+  if (oracle) {
+    r.oracle = resolve(oracle->decision, shape);
+    r.oracle_us = time(oracle->us);
+    r.oracle_speedup = over_baseline(r.oracle_us);
+  }
+  return r;
+}
+
 // One final phase over the engine's state; results go to the store as they come.
 class FinalPhase {
  public:
@@ -91,6 +117,8 @@ class FinalPhase {
   nlohmann::json families_json(const std::vector<std::size_t>& order, std::optional<std::size_t> winner,
                                const nlohmann::json& winner_test);
   std::string family_name(std::int64_t id) const;
+  // The baseline, the winner (when there is one) and the oracle on every workload shape.
+  std::vector<results::RunShapeRecord> workload_rows(std::optional<std::size_t> winner);
 
   SearchEngine::Impl& e_;
   std::vector<Finalist> fins_;
@@ -171,8 +199,9 @@ nlohmann::json FinalPhase::run() {
   const auto winner = pick_winner(order);
 
   nlohmann::json result = e_.summary(winner ? std::optional(fins_[*winner].id) : std::nullopt, finalists_json(order));
-  result["test"] = e_.test_report(winner ? std::optional(e_.program_of(e_.records.at(fins_[*winner].id)))
-                                         : std::nullopt);
+  std::vector<results::RunShapeRecord> test_rows;
+  result["test"] = e_.test_report(
+      winner ? std::optional(e_.program_of(e_.records.at(fins_[*winner].id))) : std::nullopt, &test_rows);
   result["families"] = families_json(order, winner, result["test"]);
   if (winner) {
     const Finalist& f = fins_[*winner];
@@ -183,13 +212,33 @@ nlohmann::json FinalPhase::run() {
                         {"worst_shape", optional_shape(f.confirmed_worst_shape)}, {"shapes_compared", f.compared},
                         {"pairs", e_.config.final.confirm_pairs}};
   }
+  std::vector<results::RunShapeRecord> rows = workload_rows(winner);
+  rows.insert(rows.end(), test_rows.begin(), test_rows.end());
   e_.phase = "done";
   e_.db->in_transaction([&] {
     e_.save_state();
+    results::RunShapes(*e_.db).put(e_.run_id, rows);
     results::Runs(*e_.db).finish(e_.run_id, results::RunStatus::finished, result);
   });
   e_.report("done");
   return result;
+}
+
+std::vector<results::RunShapeRecord> FinalPhase::workload_rows(std::optional<std::size_t> winner) {
+  std::vector<int> shapes = e_.split.train;
+  shapes.insert(shapes.end(), e_.split.validation.begin(), e_.split.validation.end());
+  const std::vector<Decision>* mine = winner ? &decisions_of_.at(fins_[*winner].id) : nullptr;
+  const std::vector<double> mine_us = mine ? e_.latencies(*mine, shapes, *e_.measurer) : std::vector<double>{};
+  std::vector<results::RunShapeRecord> out;
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    const auto s = static_cast<std::size_t>(shapes[k]);
+    std::optional<TimedDecision> candidate, oracle;
+    if (mine) candidate = TimedDecision{(*mine)[s], mine_us[k]};
+    if (!e_.oracle_us.empty()) oracle = TimedDecision{e_.oracle_decisions[s], e_.oracle_us[s]};
+    out.push_back(shape_row(k < e_.split.train.size() ? results::ShapeSplit::train : results::ShapeSplit::validation,
+                            e_.workload.shapes[s], {e_.baseline_decisions[s], e_.baseline_us[s]}, candidate, oracle));
+  }
+  return out;
 }
 
 // A finalist checked end to end, then scored on the held-out shapes (or its stored

@@ -70,6 +70,17 @@ struct Record {
   std::optional<double> estimate_score;  // when the cascade has an estimate stage
 };
 
+// A decision and its median time (NaN: it failed), for the per-shape rows of a run.
+struct TimedDecision {
+  Decision decision;
+  double us = 0;
+};
+// The stored row of one shape: decisions resolved, speedups over the baseline where both
+// times are finite.
+results::RunShapeRecord shape_row(results::ShapeSplit, const Shape&, const TimedDecision& baseline,
+                                  const std::optional<TimedDecision>& candidate,
+                                  const std::optional<TimedDecision>& oracle);
+
 // A candidate of the step being built.
 struct Candidate {
   Program program;
@@ -246,7 +257,14 @@ struct SearchEngine::Impl {
 
   // --- engine_test.cpp
   void load_test_split(const nlohmann::json& stored);  // the run config's "test"
-  nlohmann::json test_report(const std::optional<Program>& winner);
+  // `rows`, when given, receives the per-shape rows the run stores.
+  nlohmann::json test_report(const std::optional<Program>& winner, std::vector<results::RunShapeRecord>* rows = nullptr);
+  std::vector<results::RunShapeRecord> test_shape_rows(const std::vector<Decision>& base,
+                                                       const std::vector<double>& base_us,
+                                                       const std::vector<Decision>& mine,
+                                                       const std::vector<double>& mine_us,
+                                                       const std::vector<Decision>& oracle,
+                                                       const std::vector<double>& oracle_us) const;
   std::vector<double> test_oracle(Measurer&, const std::vector<double>& base_us, std::vector<Decision>& decisions);
   std::vector<std::optional<double>> confirm_on_test(const std::vector<Decision>& base,
                                                      const std::vector<Decision>& decisions, const std::string& whose);

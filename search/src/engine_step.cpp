@@ -379,6 +379,7 @@ results::ProgramRecord SearchEngine::Impl::program_row(const Candidate& c) const
   pr.origin = c.origin;
   pr.island = c.island;
   pr.generation = c.generation;
+  pr.step = counters.step;
   if (c.failure.empty()) {
     set_program(pr, c.program);
   } else {

@@ -50,7 +50,8 @@ void SearchEngine::Impl::load_test_split(const nlohmann::json& stored) {
 }
 
 // The winner (or, without one, the baseline itself) on the test shapes.
-nlohmann::json SearchEngine::Impl::test_report(const std::optional<Program>& winner) {
+nlohmann::json SearchEngine::Impl::test_report(const std::optional<Program>& winner,
+                                               std::vector<results::RunShapeRecord>* rows) {
   if (test_shapes.empty()) return nullptr;
   report("test", "", 0, 1);
   const DeviceInfo& hw = options.evaluators.front()->device();
@@ -74,6 +75,7 @@ nlohmann::json SearchEngine::Impl::test_report(const std::optional<Program>& win
   const std::vector<double> mine_us(us.begin() + static_cast<long>(n), us.end());
   std::vector<Decision> oracle_decisions = base.decisions;
   const std::vector<double> oracle = test_oracle(m, base_us, oracle_decisions);
+  if (rows) *rows = test_shape_rows(base.decisions, base_us, mine.decisions, mine_us, oracle_decisions, oracle);
   const Fitness f = score_latencies(base_us, mine_us, oracle, fitness_options());
 
   nlohmann::json j = {{"workload", test_workload}, {"shapes", n}, {"geomean", f.geomean}, {"worst", f.worst},
@@ -92,6 +94,17 @@ nlohmann::json SearchEngine::Impl::test_report(const std::optional<Program>& win
                                                                     : confirm_on_test(base.decisions, oracle_decisions,
                                                                                       "the oracle"));
   return j;
+}
+
+std::vector<results::RunShapeRecord> SearchEngine::Impl::test_shape_rows(
+    const std::vector<Decision>& base, const std::vector<double>& base_us, const std::vector<Decision>& mine,
+    const std::vector<double>& mine_us, const std::vector<Decision>& oracle, const std::vector<double>& oracle_us) const {
+  std::vector<results::RunShapeRecord> out;
+  for (std::size_t i = 0; i < test_shapes.size(); ++i)
+    out.push_back(shape_row(results::ShapeSplit::test, test_shapes[i], {base[i], base_us[i]},
+                            TimedDecision{mine[i], mine_us[i]},
+                            oracle_us.empty() ? std::nullopt : std::optional(TimedDecision{oracle[i], oracle_us[i]})));
+  return out;
 }
 
 // The oracle's space measured on the test shapes, with the baseline's decision in it; empty

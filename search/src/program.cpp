@@ -268,6 +268,15 @@ SplitSource split_source(const Program& p) {
   return {render_lua(skeleton), p.base_source};
 }
 
+std::string describe_stored_program(const nlohmann::json& rules, std::string_view source,
+                                    const std::optional<std::string>& base, const std::string& where) {
+  const auto base_source = stored_base(source, base);
+  if (rules.is_null() || !base_source) return stored_source(source, base);
+  const Program p = program_from_json(rules, *base_source, where);
+  return "-- " + std::to_string(p.rules.size()) + " rule(s) in front of the base policy \"" + p.base_name + "\"\n" +
+         render_rules_text(p);
+}
+
 std::optional<std::string> stored_base(std::string_view source, const std::optional<std::string>& base) {
   return base ? base : extract_base_source(source);
 }

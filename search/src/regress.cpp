@@ -129,10 +129,14 @@ class Matrix {
 };
 }  // namespace
 
+distill::DecisionFunction read_heuristic(const std::string& heuristic_json) {
+  return distill::decision_function_from_json(read_json_file(heuristic_json), heuristic_json);
+}
+
 DistilledHeuristic load_distilled(const std::string& heuristic_json) {
   DistilledHeuristic h;
   h.path = heuristic_json;
-  h.function = distill::decision_function_from_json(read_json_file(heuristic_json), heuristic_json);
+  h.function = read_heuristic(heuristic_json);
   h.compiled = load_compiled(heuristic_json, h.function);
   return h;
 }

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include <evodispatch/evaluator/simulator.hpp>
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/results/results.hpp>
 #include <evodispatch/search/engine.hpp>
+#include <evodispatch/search/fitness.hpp>
 #include <evodispatch/search/program.hpp>
 
 #include "search_fixtures.hpp"
@@ -22,6 +24,7 @@ namespace {
 struct SearchRun {
   nlohmann::json summary;
   nlohmann::json stored_test;  // the run config's "test"
+  std::vector<results::RunShapeRecord> shapes;  // what the run stored per shape
 };
 
 SearchRun run_search(const ScratchDir& dir, const std::string& db_name, int test_samples, const std::string& test_workload = "") {
@@ -38,6 +41,7 @@ SearchRun run_search(const ScratchDir& dir, const std::string& db_name, int test
   SearchRun r;
   r.summary = engine->run();
   r.stored_test = results::Runs(db).get(engine->run_id())->config["test"];
+  r.shapes = results::RunShapes(db).list(engine->run_id());
   return r;
 }
 
@@ -83,6 +87,28 @@ TEST(TestSplit, FreshShapesOfTheDomainDisjointFromTheWorkloadAndOnlyReported) {
   EXPECT_EQ(c["below_floor"], t["below_floor"]);
   if (t["oracle_fraction"].is_number())
     EXPECT_NEAR(c["oracle_fraction"].get<double>(), t["oracle_fraction"].get<double>(), 1e-6);
+}
+
+// Every shape of each split is stored with the baseline's, the winner's and the oracle's
+// decisions and times, and the stored speedups give the summary's figures back.
+TEST(TestSplit, TheRunStoresEveryShapeOfEachSplit) {
+  ScratchDir dir;
+  const SearchRun run = run_search(dir, "shapes.db", 40);
+  std::map<results::ShapeSplit, std::vector<double>> speedups;
+  for (const auto& r : run.shapes) {
+    ASSERT_TRUE(r.baseline && r.candidate && r.oracle) << describe(r.shape);
+    ASSERT_TRUE(r.speedup && r.oracle_speedup) << describe(r.shape);
+    EXPECT_NEAR(*r.speedup, *r.baseline_us / *r.candidate_us, 1e-12);
+    EXPECT_GE(*r.oracle_speedup, 1.0) << "the oracle's space holds the baseline's decision: " << describe(r.shape);
+    speedups[r.split].push_back(*r.speedup);
+  }
+  const auto& counts = run.summary["shapes"];
+  EXPECT_EQ(speedups[results::ShapeSplit::train].size(), counts["train"].get<std::size_t>());
+  EXPECT_EQ(speedups[results::ShapeSplit::validation].size(), counts["validation"].get<std::size_t>());
+  EXPECT_EQ(speedups[results::ShapeSplit::test].size(), 40u);
+  EXPECT_NEAR(geomean(speedups[results::ShapeSplit::validation]),
+              run.summary["winner"]["validation"]["geomean"].get<double>(), 1e-9);
+  EXPECT_NEAR(geomean(speedups[results::ShapeSplit::test]), run.summary["test"]["geomean"].get<double>(), 1e-9);
 }
 
 TEST(TestSplit, DrawnWithItsOwnSeedTheSameEveryTime) {

@@ -67,6 +67,9 @@ struct DeviceInfo {
 std::int64_t waves_pct(const Shape&, const DeviceInfo&);
 // KiB of K and V one (request, KV head) reads: 2 * seqlen_k * head_dim * bytes / 1024, rounded down.
 std::int64_t kv_kib(const Shape&);
+// Bytes of K and V the whole batch reads: 2 * batch * seqlen_k * h_kv * head_dim * bytes
+// (the results views compute the same in SQL).
+std::int64_t kv_bytes(const Shape&);
 
 inline constexpr int kMaxSplits = 256;
 

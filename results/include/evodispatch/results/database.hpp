@@ -30,6 +30,11 @@ struct OpenOptions {
   std::optional<int> schema_version;
   // How long a writer waits for another writer's lock before DbError (SQLITE_BUSY).
   int busy_timeout_ms = 10'000;
+  // Opens an existing file without writing to it: no migration, no journal change, and
+  // any write is an error. A reader beside a running search (WAL: it never blocks it).
+  // InputError when the file is missing, is not an evodispatch database, or has a schema
+  // other than the newest this build knows.
+  bool read_only = false;
 };
 
 // deferred: the snapshot and the locks are taken by the first statement (use for

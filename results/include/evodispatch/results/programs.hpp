@@ -25,6 +25,7 @@ struct ProgramRecord {
   std::string origin;                  // "seed", "perturb", "crossover", "external", ...
   int island = 0;
   int generation = 0;
+  std::optional<std::int64_t> step;    // the search step that made it; unset before schema 4
   std::string created_at;              // filled on read
 };
 

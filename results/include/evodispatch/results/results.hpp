@@ -6,5 +6,6 @@
 #include <evodispatch/results/errors.hpp>
 #include <evodispatch/results/measurements.hpp>
 #include <evodispatch/results/programs.hpp>
+#include <evodispatch/results/run_shapes.hpp>
 #include <evodispatch/results/runs.hpp>
 #include <evodispatch/results/shapes.hpp>

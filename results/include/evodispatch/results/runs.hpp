@@ -27,6 +27,7 @@ struct RunRecord {
   nlohmann::json config = nlohmann::json::object();
   std::optional<std::int64_t> seed;
   std::string device;                        // fingerprint; empty: none
+  std::string kernel_build;                  // hash of the build it measures; empty: none
   std::optional<std::int64_t> workload_id;   // Workloads::upsert
   nlohmann::json summary = nlohmann::json::object();  // final figures, set by finish()
   nlohmann::json state = nlohmann::json::object();    // resumable engine state

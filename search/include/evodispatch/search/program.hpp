@@ -118,6 +118,11 @@ std::string stored_source(std::string_view source, const std::optional<std::stri
 // `source` (programs stored whole, as schema v1 kept them), else nullopt.
 std::optional<std::string> stored_base(std::string_view source, const std::optional<std::string>& base);
 
+// What a reader wants of a stored program: its rules as render_rules_text writes them,
+// after a line naming the base; a plain script (no rules) as its stored source.
+std::string describe_stored_program(const nlohmann::json& rules, std::string_view source,
+                                    const std::optional<std::string>& base, const std::string& where);
+
 // 32 hex digits over the normalised rules and the base source (not the base's label):
 // programs equal after normalisation have equal hashes. The second form takes the base
 // source's content_hash, which a caller holding many programs of one base computes once.

@@ -35,6 +35,8 @@ struct DistilledHeuristic {
 // heuristic) and loads DIR/libheuristic.so, or, without one, compiles the function now
 // from its emitted header in a scratch directory.
 DistilledHeuristic load_distilled(const std::string& heuristic_json);
+// The function of DIR/heuristic.json alone (distill::evaluate interprets it; nothing compiled).
+distill::DecisionFunction read_heuristic(const std::string& heuristic_json);
 
 // The matrix a regress run measures: the shapes of `grid`, then, with a domain, `samples`
 // fresh shapes of it drawn with `seed` and none of the grid's (shapes the heuristic's
