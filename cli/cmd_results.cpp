@@ -133,15 +133,15 @@ results::Table shapes_table(const results::ReportData& d) {
   return t;
 }
 
-results::ReportData report_data(results::Database& db, std::int64_t run_id) {
-  results::ReportData d = results::load_report(db, run_id, kVersion);
+results::ReportData report_data(results::Database& db, std::int64_t run_id, bool with_progress) {
+  results::ReportData d = results::load_report(db, run_id, kVersion, with_progress);
   d.rules = winner_rules(db, *results::Runs(db).get(run_id));
   return d;
 }
 
 int run_verb(const ResultsOptions& o) {
   auto db = open_read_only(o.db);
-  const results::ReportData d = report_data(db, o.run);
+  const results::ReportData d = report_data(db, o.run, false);
   const auto& p = d.provenance;
   const results::Table shapes = shapes_table(d);
   if (o.json) {
@@ -264,7 +264,7 @@ int export_verb(const ResultsOptions& o) {
 
 int report_verb(const ResultsOptions& o) {
   auto db = open_read_only(o.db);
-  const std::string html = results::render_report_html(report_data(db, o.run));
+  const std::string html = results::render_report_html(report_data(db, o.run, true));
   write_atomically(o.out, html);
   std::cout << "wrote " << o.out << " (" << html.size() / 1024 << " KiB)\n";
   return kOk;

@@ -104,12 +104,13 @@ SearchProgress search_progress(Database& db, const RunRecord& run) {
 }
 
 // The run's shapes with the candidate's measured spread (p10, p90), looked up on the
-// run's device and kernel build.
+// run's device and kernel build. The unary + keeps SQLite on the shape's index: the
+// unique key's (device, build) prefix would scan every measurement of the run.
 std::vector<ReportShape> report_shapes(Database& db, const RunRecord& run) {
   sql::Statement spread(detail::connection(db),
                         "SELECT m.p10_us, m.p90_us FROM measurements m JOIN runs r ON r.id = :run "
-                        "WHERE m.shape_id = :shape AND m.device_id = r.device_id "
-                        "AND m.kernel_build_id = r.kernel_build_id AND m.num_splits = :num_splits "
+                        "WHERE m.shape_id = :shape AND +m.device_id = r.device_id "
+                        "AND +m.kernel_build_id = r.kernel_build_id AND m.num_splits = :num_splits "
                         "AND m.pack_gqa = :pack_gqa AND m.sm_margin = :sm_margin AND m.ok = 1 "
                         "ORDER BY m.l2_mode = 'cold' DESC, m.id DESC LIMIT 1");
   std::vector<ReportShape> out;
@@ -182,12 +183,13 @@ std::vector<BatchCurve> batch_curves(const RunRecord& run, const std::vector<Rep
 
 }  // namespace
 
-ReportData load_report(Database& db, std::int64_t run_id, const std::string& evodispatch_version) {
+ReportData load_report(Database& db, std::int64_t run_id, const std::string& evodispatch_version,
+                       bool with_progress) {
   const auto run = Runs(db).get(run_id);
   if (!run) throw InputError(db.path() + " has no run " + std::to_string(run_id) + " (`evodispatch results runs` lists them)");
   ReportData d;
   d.provenance = provenance(db, *run, evodispatch_version);
-  if (run->kind == "search") d.progress = search_progress(db, *run);
+  if (with_progress && run->kind == "search") d.progress = search_progress(db, *run);
   d.shapes = report_shapes(db, *run);
   d.split_curves = split_curves(*run);
   d.batch_curves = batch_curves(*run, d.shapes);

@@ -98,7 +98,9 @@ struct ReportData {
 };
 
 // Reads run `run_id` and what it measured; InputError when there is no such run.
-ReportData load_report(Database&, std::int64_t run_id, const std::string& evodispatch_version);
+// with_progress: also a search's progress (one pass over all its evaluations).
+ReportData load_report(Database&, std::int64_t run_id, const std::string& evodispatch_version,
+                       bool with_progress = true);
 
 // The page: every panel present (an empty one says why), ids "panel-progress",
 // "panel-speedup", "panel-curves", "panel-bandwidth", "panel-noise", "panel-rules",
