@@ -141,23 +141,23 @@ std::string without_blank_edges(std::string s) {
 }
 }  // namespace
 
-// README.md holds the generated table between two marker lines; regenerate it with
+// docs/configs.md holds the generated table between two marker lines; regenerate it with
 //   build/evodispatch search --config-reference > /tmp/config-table.md &&
 //   awk -v t=/tmp/config-table.md '/<!-- config-table:end -->/{s=0} !s{print}
-//     /<!-- config-table:begin -->/{while((getline l < t)>0) print l; s=1}' README.md > README.md.new &&
-//   mv README.md.new README.md
-TEST(SearchConfig, TheReadmeConfigTableIsTheGeneratedOne) {
-  std::ifstream in(std::string(EVO_SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(in) << "cannot read README.md";
+//     /<!-- config-table:begin -->/{while((getline l < t)>0) print l; s=1}' docs/configs.md > new.md &&
+//   mv new.md docs/configs.md
+TEST(SearchConfig, TheConfigReferenceIsTheGeneratedOne) {
+  std::ifstream in(std::string(EVO_SOURCE_DIR) + "/docs/configs.md");
+  ASSERT_TRUE(in) << "cannot read docs/configs.md";
   std::stringstream text;
   text << in.rdbuf();
   const std::string readme = text.str();
   const std::string begin = "<!-- config-table:begin -->\n", end = "<!-- config-table:end -->";
   const auto from = readme.find(begin);
-  ASSERT_NE(from, std::string::npos) << "README.md has no line " << begin;
+  ASSERT_NE(from, std::string::npos) << "docs/configs.md has no line " << begin;
   const auto to = readme.find(end, from);
-  ASSERT_NE(to, std::string::npos) << "README.md has no line " << end << " after the begin marker";
+  ASSERT_NE(to, std::string::npos) << "docs/configs.md has no line " << end << " after the begin marker";
   EXPECT_EQ(without_blank_edges(readme.substr(from + begin.size(), to - from - begin.size())),
             search_config_reference())
-      << "README.md's config table is not the generated one; see this test's comment for the command";
+      << "docs/configs.md's config table is not the generated one; see this test's comment for the command";
 }
