@@ -1,14 +1,18 @@
 // evodispatch results: browse the results database, read-only (a running search is never
 // blocked: WAL). runs, run N, programs, measurements, compare, export, report; and
 // migrate, the one subcommand that writes (it brings an older file to this schema).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include <evodispatch/heuristics/policy.hpp>
 #include <evodispatch/results/browse.hpp>
+#include <evodispatch/results/devices.hpp>
 #include <evodispatch/results/programs.hpp>
 #include <evodispatch/results/report.hpp>
 #include <evodispatch/results/run_shapes.hpp>
@@ -133,9 +137,23 @@ results::Table shapes_table(const results::ReportData& d) {
   return t;
 }
 
+// FA3's own split marked on each U-curve: what a sweep is usually read against.
+void mark_fa3_splits(results::Database& db, results::ReportData& d) {
+  const auto device = results::Devices(db).find(d.provenance.device_fingerprint);
+  if (!device || d.split_curves.empty()) return;
+  const auto fa3 = make_policy("fa3");
+  for (auto& curve : d.split_curves) {
+    const DispatchOutcome out = fa3->decide(curve.shape, device->info);
+    if (!out.ok()) continue;
+    curve.policy = "fa3";
+    curve.policy_splits = out.decision.num_splits;
+  }
+}
+
 results::ReportData report_data(results::Database& db, std::int64_t run_id, bool with_progress) {
   results::ReportData d = results::load_report(db, run_id, kVersion, with_progress);
   d.rules = winner_rules(db, *results::Runs(db).get(run_id));
+  mark_fa3_splits(db, d);
   return d;
 }
 
@@ -243,7 +261,11 @@ int export_verb(const ResultsOptions& o) {
     const auto columns = results::view_columns(db, v);
     if (o.run) {
       const std::string key = v == results::View::runs ? "id" : "run_id";
-      if (std::find(columns.begin(), columns.end(), key) == columns.end()) continue;  // the oracle spans runs
+      if (std::find(columns.begin(), columns.end(), key) == columns.end()) {
+        // The oracle spans runs: left out of an export of all views, refused alone.
+        if (views.size() == 1) throw UsageError("--run: the " + o.view + " view is not per run");
+        continue;
+      }
       q.equals.emplace_back(key, o.run);
     }
     for (auto& w : parse_where(o.where)) q.equals.push_back(std::move(w));

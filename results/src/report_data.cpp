@@ -1,15 +1,15 @@
 // load_report: the plain data of a run's report, read from the database. The figures
 // are the ones the run stored (its summary, run_shapes, evaluations); nothing is
 // recomputed here but labels and the search's running best.
+#include <algorithm>
+#include <map>
+
 #include <evodispatch/results/browse.hpp>
 #include <evodispatch/results/devices.hpp>
 #include <evodispatch/results/report.hpp>
 #include <evodispatch/results/run_shapes.hpp>
 #include <evodispatch/results/runs.hpp>
 #include <evodispatch/results/shapes.hpp>
-
-#include <algorithm>
-#include <map>
 
 #include "access.hpp"
 #include "codec.hpp"

@@ -383,7 +383,8 @@ std::string split_curve_chart(const SplitCurve& curve) {
     chart.markers(markers, {.glyph = svg::Glyph::circle, .width = 6, .fill = colour});
   }
   if (curve.policy_splits)
-    chart.vline(*curve.policy_splits, kBaselineColour, "policy: " + std::to_string(*curve.policy_splits) + " splits");
+    chart.vline(*curve.policy_splits, kBaselineColour, (curve.policy.empty() ? "policy" : curve.policy) + ": " + std::to_string(*curve.policy_splits) +
+                   (*curve.policy_splits == 1 ? " split" : " splits"));
   if (best) {
     chart.markers(std::vector<svg::Marker>{{double(best->num_splits), value(best->us), ""}},
                   {.glyph = svg::Glyph::circle, .width = 14, .fill = "#2e7d32", .opacity = 0.35}, "best");

@@ -73,7 +73,8 @@ struct CurvePoint {
 struct SplitCurve {
   Shape shape;
   std::vector<CurvePoint> points;
-  std::optional<int> policy_splits;  // the split the baseline policy picks, marked on the curve
+  std::string policy;                // the policy whose split is marked (`results report`: fa3)
+  std::optional<int> policy_splits;  // the split that policy picks, marked on the curve
 };
 
 // A batch-size cliff curve (sweep batch): the policy's latency as the batch grows.
