@@ -1,8 +1,10 @@
 #include <evodispatch/heuristics/contract.hpp>
-#include <evodispatch/heuristics/json_reader.hpp>
 
+#include <cmath>
 #include <limits>
 #include <sstream>
+
+#include <evodispatch/heuristics/json_reader.hpp>
 
 namespace evodispatch {
 
@@ -41,6 +43,13 @@ std::int64_t waves_pct(const Shape& s, const DeviceInfo& hw) {
 }
 
 std::int64_t kv_kib(const Shape& s) { return 2 * std::int64_t(s.seqlen_k) * s.head_dim * dtype_bytes(s.dtype) / 1024; }
+double geomean(std::span<const double> values) {
+  if (values.empty()) return 0;
+  double sum = 0;
+  for (double v : values) sum += std::log(v);
+  return std::exp(sum / static_cast<double>(values.size()));
+}
+
 std::int64_t kv_bytes(const Shape& s) {
   return 2 * std::int64_t(s.batch) * s.seqlen_k * s.h_kv * s.head_dim * dtype_bytes(s.dtype);
 }

@@ -26,12 +26,10 @@ const std::string kBaselineColour = "#555555";
 // Unset, NaN and infinite all mean "not measured" on the page.
 double value(const std::optional<double>& v) { return v && std::isfinite(*v) ? *v : NAN; }
 
-double geomean(const std::vector<double>& values) {
-  double sum = 0;
-  std::size_t n = 0;
-  for (double v : values)
-    if (std::isfinite(v) && v > 0) sum += std::log(v), ++n;
-  return n ? std::exp(sum / double(n)) : NAN;
+// The geometric mean of the measured values (NaN when there are none).
+double measured_geomean(std::vector<double> values) {
+  std::erase_if(values, [](double v) { return !std::isfinite(v) || v <= 0; });
+  return values.empty() ? NAN : geomean(values);
 }
 
 std::string section(std::string_view id, std::string_view title, const std::string& body) {
@@ -219,8 +217,8 @@ std::string split_table(const std::vector<ReportShape>& shapes) {
       if (std::isfinite(value(s->speedup)) && (!worst || value(s->speedup) < value(worst->speedup))) worst = s;
     }
     rows.push_back({key.second.empty() ? "(none)" : key.second, std::to_string(members.size()),
-                    svg::times(geomean(speedups)), worst ? svg::times(value(worst->speedup)) : "–",
-                    worst ? describe(worst->shape) : "–", svg::times(geomean(oracle))});
+                    svg::times(measured_geomean(speedups)), worst ? svg::times(value(worst->speedup)) : "–",
+                    worst ? describe(worst->shape) : "–", svg::times(measured_geomean(oracle))});
   }
   return html_table({"split", "shapes", "geomean speedup", "worst speedup", "worst shape", "geomean oracle speedup"},
                     rows, {false, true, true, true, false, true});

@@ -15,13 +15,6 @@ std::string fixed3(double v) {
 }
 }  // namespace
 
-double geomean(std::span<const double> values) {
-  if (values.empty()) return 0;
-  double sum = 0;
-  for (double v : values) sum += std::log(v);
-  return std::exp(sum / static_cast<double>(values.size()));
-}
-
 Fitness score_latencies(std::span<const double> baseline_us, std::span<const double> program_us,
                         std::span<const double> oracle_us, const FitnessOptions& opts) {
   Fitness f;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -70,6 +71,9 @@ std::int64_t kv_kib(const Shape&);
 // Bytes of K and V the whole batch reads: 2 * batch * seqlen_k * h_kv * head_dim * bytes
 // (the results views compute the same in SQL).
 std::int64_t kv_bytes(const Shape&);
+
+// exp(mean(log(v))): the one geometric mean of speedups and ratios (0 for none).
+double geomean(std::span<const double> values);
 
 inline constexpr int kMaxSplits = 256;
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <evodispatch/heuristics/contract.hpp>
+
 namespace evodispatch::search {
 
 struct FitnessOptions {
@@ -39,6 +41,6 @@ inline constexpr double kFailedScore = -1e9;
 Fitness score_latencies(std::span<const double> baseline_us, std::span<const double> program_us,
                         std::span<const double> oracle_us, const FitnessOptions&);
 
-double geomean(std::span<const double> values);
+using evodispatch::geomean;  // heuristics/contract.hpp
 
 }  // namespace evodispatch::search
