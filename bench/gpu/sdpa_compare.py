@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """Times PyTorch SDPA (flash and cuDNN backends) on the shapes evodispatch measured, on
 the same GPU and with the same protocol (cold L2, CUDA-graph replay), and prints both
-side by side with the issue-3 targets.
+side by side with the issue-3 and issue-18 targets.
 
     sdpa_compare.py --ours bench-oracle-perf.json [--ours more.json ...] --out report.json
+                    [--backends cudnn]
+
+Issue 18's summary: per workload, the geomean of ours / cuDNN, the shapes where ours is
+more than 2% slower, and the worst one; and for every fp8-cache row whose 16-bit twin
+(the same shape with dtype = its q_dtype) was measured too, fp8 time / 16-bit time.
 
 --ours: the JSON of `evodispatch bench --json` (one document with "rows"); every ok row
 is a shape and our (best) decision's latency. Only Lq = 1 decode shapes of contiguous KV
@@ -35,7 +40,8 @@ MAX_CALLS = 4096
 
 
 def shape_key(s):
-    return (s["batch"], s["seqlen_q"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"], s["dtype"])
+    return (s["batch"], s["seqlen_q"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"], s["dtype"],
+            s.get("page_size", 0), s.get("q_dtype", "bf16"))
 
 
 def kv_bytes(s):
@@ -44,7 +50,8 @@ def kv_bytes(s):
 
 
 def describe(s):
-    return "B=%d Lk=%d Hq=%d Hkv=%d D=%d" % (s["batch"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"])
+    return "B=%d Lk=%d Hq=%d Hkv=%d D=%d%s" % (s["batch"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"],
+                                               "" if s["dtype"] == "bf16" else " " + s["dtype"])
 
 
 def time_graph(make_call, n_sets, stream):
@@ -130,12 +137,79 @@ def cliff_steps(rows):
     return out
 
 
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def cudnn_summary(report):
+    """Issue 18: ours / cuDNN per workload and overall; prints the table, returns checks."""
+    by_workload = {}
+    for e in report["shapes"]:
+        if "us" in e.get("cudnn", {}):
+            by_workload.setdefault(e["workload"], []).append((e["ours_us"] / e["cudnn"]["us"], e))
+    if not by_workload:
+        return []
+    print()
+    print("| workload | shapes | ours / cuDNN (geomean) | > 1.02x | worst |")
+    print("| --- | --- | --- | --- | --- |")
+    everything = []
+    for w, pairs in sorted(by_workload.items(), key=lambda kv: str(kv[0])):
+        everything += pairs
+        worst = max(pairs, key=lambda p: p[0])
+        slow = [p for p in pairs if p[0] > 1.02]
+        print("| %s | %d | %.3f | %d | %.3f (%s) |" % (w, len(pairs), geomean([p[0] for p in pairs]), len(slow),
+                                                     worst[0], describe(worst[1]["shape"])))
+        for r, e in sorted(slow, key=lambda p: -p[0]):
+            print("|  | | | %.3f | %s: %.2f us, cuDNN %.2f us |" % (r, describe(e["shape"]), e["ours_us"], e["cudnn"]["us"]))
+    g = geomean([p[0] for p in everything])
+    slow = sum(1 for p in everything if p[0] > 1.02)
+    report["cudnn_summary"] = {"geomean": g, "shapes": len(everything), "over_1_02": slow}
+    return [("every shape compared: best decision no more than 2% slower than cuDNN", "%d of %d over" % (slow, len(everything)),
+             slow == 0),
+            ("geomean ours / cuDNN <= 0.85", "%.3f" % g, g <= 0.85)]
+
+
+def fp8_summary(report):
+    """fp8-cache rows against their 16-bit twins; prints the table, returns checks."""
+    by_key = {shape_key(e["shape"]): e for e in report["shapes"]}
+    checks = []
+    rows = []
+    for e in report["shapes"]:
+        s = e["shape"]
+        if s["dtype"] != "fp8":
+            continue
+        twin = dict(s, dtype=s.get("q_dtype", "bf16"))
+        twin.pop("q_dtype", None)
+        t = by_key.get(shape_key(twin))
+        if t is None:
+            continue
+        r = e["ours_us"] / t["ours_us"]
+        rows.append((s, t, e, r))
+        if t["kv_bytes"] > 256 * 1024 * 1024:
+            checks.append(("fp8 / %s, %s (%.0f MB in 16-bit) <= 0.55" % (twin["dtype"], describe(s), t["kv_bytes"] / 1e6),
+                           "%.3f" % r, r <= 0.55))
+    if rows:
+        print()
+        print("| shape | 16-bit KV | fp8 KV | fp8 TB/s | fp8 / 16-bit |")
+        print("| --- | --- | --- | --- | --- |")
+        for s, t, e, r in rows:
+            page = " page=%d" % s["page_size"] if s.get("page_size") else ""
+            print("| %s%s | %.2f us | %.2f us | %.2f | %.3f |" % (describe(s), page, t["ours_us"], e["ours_us"],
+                                                               e["ours_tbps"], r))
+    return checks
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ours", action="append", required=True, help="evodispatch bench --json output")
     ap.add_argument("--out", required=True, help="report JSON")
     ap.add_argument("--cliff-workload", default="cliff-8k", help="workload whose batch steps are checked")
+    ap.add_argument("--backends", default="cudnn,flash", help="SDPA backends to time (cudnn, flash)")
     args = ap.parse_args()
+    backends = [b for b in args.backends.split(",") if b]
+    for b in backends:
+        if b not in BACKENDS:
+            sys.exit("--backends: unknown backend %r (cudnn, flash)" % b)
 
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 50 * 1024 * 1024)
@@ -159,7 +233,7 @@ def main():
             entry = {"workload": doc.get("workload"), "shape": s, "decision": r["decision"], "ours_us": r["median_us"],
                      "kv_bytes": kv_bytes(s), "ours_tbps": kv_bytes(s) / (r["median_us"] * 1e-6) / 1e12}
             if s["seqlen_q"] == 1 and s.get("page_size", 0) == 0 and s["dtype"] in ("bf16", "fp16"):
-                for name in BACKENDS:
+                for name in backends:
                     entry[name] = time_sdpa(s, name, l2, stream)
             report["shapes"].append(entry)
             print("timed", describe(s), file=sys.stderr, flush=True)
@@ -197,6 +271,7 @@ def main():
                        "%.1f%% at B=%d -> %d (%.1f -> %.1f us)" % (100 * worst["step"], worst["batch"], worst["batch"] + 1,
                                                                   worst["us"], worst["next_us"]),
                        worst["step"] <= 0.05))
+    checks += cudnn_summary(report) + fp8_summary(report)
     print()
     print("| target | measured | met |")
     print("| --- | --- | --- |")

@@ -30,6 +30,17 @@ __device__ __forceinline__ u16 from_float(float f, int dtype) {
   return r;
 }
 
+// An fp8 e4m3 value, decoded from its fields (not with the cvt the decode kernels use):
+// s eeee mmm, bias 7, subnormals at exponent 0, S.1111.111 NaN, no infinity.
+__device__ __forceinline__ float e4m3_to_float(unsigned char x) {
+  const int e = (x >> 3) & 15, m = x & 7;
+  float v;
+  if (e == 15 && m == 7) v = __int_as_float(0x7fc00000);
+  else if (e == 0) v = ldexpf(static_cast<float>(m), -9);
+  else v = ldexpf(static_cast<float>(8 + m), e - 10);
+  return (x & 0x80) ? -v : v;
+}
+
 // SplitMix64's finaliser: a counter-based generator, so element i's value depends on
 // (seed, i) alone, whatever the grid.
 __device__ __forceinline__ u64 mix64(u64 x) {
@@ -41,19 +52,33 @@ __device__ __forceinline__ u64 mix64(u64 x) {
   return x;
 }
 
+// Element i's standard normal value (Box-Muller on two 24-bit uniforms of (seed, i)).
+__device__ __forceinline__ float normal_at(unsigned long long seed, long long i) {
+  const u64 h = mix64(seed + mix64(static_cast<u64>(i) + 0x9e3779b97f4a7c15ull));
+  const float u1 = (static_cast<float>(h >> 40) + 1.0f) * (1.0f / 16777216.0f);  // (0, 1]
+  const float u2 = static_cast<float>((h >> 16) & 0xffffffull) * (1.0f / 16777216.0f);  // [0, 1)
+  return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+}
+
 }  // namespace support
 }  // namespace evodispatch
 
-// Standard normal values rounded to the dtype (Box-Muller on two 24-bit uniforms).
+// Standard normal values rounded to the dtype.
 extern "C" __global__ void evo_fill_normal(unsigned short* dst, long long n, unsigned long long seed, int dtype) {
   using namespace evodispatch::support;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dst[i] = from_float(normal_at(seed, i), dtype);
+}
+
+// Standard normal values rounded to fp8 e4m3 (one byte each).
+extern "C" __global__ void evo_fill_normal_e4m3(unsigned char* dst, long long n, unsigned long long seed) {
+  using namespace evodispatch::support;
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const u64 h = mix64(seed + mix64(static_cast<u64>(i) + 0x9e3779b97f4a7c15ull));
-    const float u1 = (static_cast<float>(h >> 40) + 1.0f) * (1.0f / 16777216.0f);  // (0, 1]
-    const float u2 = static_cast<float>((h >> 16) & 0xffffffull) * (1.0f / 16777216.0f);  // [0, 1)
-    const float z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    dst[i] = from_float(z, dtype);
+    unsigned short two;  // the upper operand goes to the upper byte
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(two) : "f"(0.0f), "f"(normal_at(seed, i)));
+    dst[i] = static_cast<unsigned char>(two & 0xff);
   }
 }
 
@@ -80,7 +105,8 @@ extern "C" __global__ void __launch_bounds__(evodispatch::kReferenceThreads)
   int visible = p.causal ? min(len, len - p.seqlen_q + i + 1) : len;
   visible = max(visible, 0);
 
-  auto kv_row = [&](const void* base, int j) {
+  // Element index of key j's row of this KV head, and the true (dequantized) values in it.
+  auto kv_row = [&](int j) {
     long long slot;
     if (p.page_size > 0) {
       const int page = p.page_table[static_cast<long long>(b) * p.max_pages + j / p.page_size];
@@ -88,12 +114,19 @@ extern "C" __global__ void __launch_bounds__(evodispatch::kReferenceThreads)
     } else {
       slot = static_cast<long long>(b) * p.seqlen_k_max + j;
     }
-    return static_cast<const u16*>(base) + (slot * p.h_kv + kvh) * D;
+    return (slot * p.h_kv + kvh) * D;
+  };
+  const long long descale_at = b * p.descale_batch_stride + kvh * p.descale_head_stride;
+  const float k_descale = p.kv_fp8 ? p.k_descale[descale_at] : 1.f;
+  const float v_descale = p.kv_fp8 ? p.v_descale[descale_at] : 1.f;
+  auto kv_value = [&](const void* base, long long at, float descale) {
+    if (p.kv_fp8) return e4m3_to_float(static_cast<const unsigned char*>(base)[at]) * descale;
+    return to_float(static_cast<const u16*>(base)[at], p.dtype);
   };
   auto score = [&](int j) {
-    const u16* k = kv_row(p.k, j);
+    const long long k = kv_row(j);
     float s = 0.f;
-    for (int d = 0; d < D; ++d) s = fmaf(q_s[d], to_float(k[d], p.dtype), s);
+    for (int d = 0; d < D; ++d) s = fmaf(q_s[d], kv_value(p.k, k + d, k_descale), s);
     return s * p.scale;
   };
 
@@ -133,11 +166,11 @@ extern "C" __global__ void __launch_bounds__(evodispatch::kReferenceThreads)
     __syncthreads();
     const int n = min(T, visible - j0);
     for (int jj = 0; jj < n; ++jj) {
-      const u16* v = kv_row(p.v, j0 + jj);
+      const long long v = kv_row(j0 + jj);
 #pragma unroll
       for (int e = 0; e < kAcc; ++e) {
         const int d = tid + e * T;
-        if (d < D) acc[e] = fmaf(p_s[jj], to_float(v[d], p.dtype), acc[e]);
+        if (d < D) acc[e] = fmaf(p_s[jj], kv_value(p.v, v + d, v_descale), acc[e]);
       }
     }
     __syncthreads();

@@ -20,7 +20,11 @@ struct ReferenceParams {
   int max_pages;
   int seqlen_k_max;  // rows per request in a contiguous cache
   int causal;
-  int dtype;         // 0 bf16, 1 fp16 (kDtypeBf16 / kDtypeFp16)
+  int dtype;         // of q: 0 bf16, 1 fp16 (kDtypeBf16 / kDtypeFp16); of k and v too unless kv_fp8
+  int kv_fp8;        // 1: k and v are fp8 e4m3, the true value stored x descale
+  const float* k_descale;  // kv_fp8: at b * descale_batch_stride + kv_head * descale_head_stride
+  const float* v_descale;
+  long long descale_batch_stride, descale_head_stride;
   float scale;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -41,11 +42,12 @@ std::string gib(double bytes) {
 }
 
 // Why the runner has no kernel for this shape, or "".
-std::string unsupported(const Shape& s) {
-  if (s.dtype != Dtype::bf16 && s.dtype != Dtype::fp16)
-    return "dtype " + std::string(to_string(s.dtype)) + " has no kernel yet (bf16, fp16)";
+std::string unsupported(const Shape& s, int cc) {
   if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256)
     return "head_dim " + std::to_string(s.head_dim) + " has no kernel (64, 128, 256)";
+  // The fp8 kernels widen e4m3 with cvt.rn.f16x2.e4m3x2, which sm_89 introduced.
+  if (s.dtype == Dtype::fp8 && cc < 89)
+    return "an fp8 KV cache needs compute capability 8.9 or later, this GPU has " + std::to_string(cc);
   return "";
 }
 
@@ -53,6 +55,7 @@ std::string unsupported(const Shape& s) {
 std::string case_key(const MeasureCase& c) {
   std::string id = to_json(c.shape).dump();
   for (int l : c.seqlens) id += "," + std::to_string(l);
+  if (c.per_tensor_descale) id += ",per-tensor";
   return id;
 }
 
@@ -92,7 +95,12 @@ double output_tolerance(Dtype d) { return d == Dtype::fp16 ? 5e-3 : 1e-2; }
 
 std::vector<CompileUnit> gpu_runner_compile_units(std::string_view arch) {
   std::vector<CompileUnit> units;
-  for (const auto& spec : all_kernel_specs()) units.push_back(compile_unit(spec, arch));
+  // "sm_90a" -> 90: the fp8 variants need sm_89's e4m3 conversions.
+  int number = 0;
+  for (char ch : arch)
+    if (ch >= '0' && ch <= '9') number = number * 10 + (ch - '0');
+  for (const auto& spec : all_kernel_specs())
+    if (!spec.fp8_kv || number >= 89) units.push_back(compile_unit(spec, arch));
   units.push_back(gpu::support_compile_unit(arch));
   return units;
 }
@@ -103,6 +111,7 @@ struct CudaEvaluator::Impl {
 
   int index;
   GpuInfo gpu;
+  std::string tiling;  // EVODISPATCH_DECODE_TILING: every decode launch with this tiling
   gpu::KernelCache cache;
   gpu::SupportKernels support;
   std::unique_ptr<gpu::Stream> stream;
@@ -166,7 +175,14 @@ struct CudaEvaluator::Impl {
 
   // The kernels and the launch of a decision; "" or why it cannot run.
   std::string prepare(const MeasureCase& c, const Decision& d, const DeviceInfo& dev, Prepared& p) {
-    const RunnerKernels kernels = runner_kernels(c.shape, d, dev);
+    RunnerKernels kernels = runner_kernels(c.shape, d, dev);
+    if (!tiling.empty()) {
+      try {
+        kernels.decode = with_tiling(kernels.decode, tiling);
+      } catch (const InputError& e) {
+        return e.what();
+      }
+    }
     std::string error;
     p.decode = cache.get(kernels.decode, &error);
     if (!p.decode) return error;
@@ -248,7 +264,7 @@ struct CudaEvaluator::Impl {
     stream->sync();
     std::sort(sm_of.begin(), sm_of.end());
     decode_sms = static_cast<int>(std::unique(sm_of.begin(), sm_of.end()) - sm_of.begin());
-    return check_output(out, shape.dtype, ref, lse, rlse, output_tolerance(shape.dtype));
+    return check_output(out, query_dtype(shape), ref, lse, rlse, output_tolerance(query_dtype(shape)));
   }
 
   // The reference's output and LSE on set 0 of the last case's buffers, computed once.
@@ -338,6 +354,11 @@ CudaEvaluator::CudaEvaluator(int index) {
   fingerprint_ = gpu_fingerprint(gpu_);
   kernel_build_ = kernel_build_hash() + "@" + arch_for_cc(gpu_.cc);
   impl_ = std::make_unique<Impl>(index, gpu_);
+  // A forced tiling is another kernel build: its rows never mix with spec_for's.
+  if (const char* t = std::getenv("EVODISPATCH_DECODE_TILING"); t && *t) {
+    impl_->tiling = t;
+    kernel_build_ += "+tiling:" + impl_->tiling;
+  }
   try {
     impl_->select_device();
     check(cudaFree(nullptr), "create the CUDA context");
@@ -368,7 +389,7 @@ Measurement CudaEvaluator::measure(const MeasureCase& c, const Decision& d, cons
   }
   try {
     validate(c.shape, "shape");
-    if (const std::string why = unsupported(c.shape); !why.empty()) {
+    if (const std::string why = unsupported(c.shape, gpu_.cc); !why.empty()) {
       m.error = "unsupported shape (" + describe(c.shape) + "): " + why;
       return m;
     }
@@ -435,7 +456,7 @@ Comparison CudaEvaluator::compare(const MeasureCase& c, const Decision& a, const
   pairs = std::max(1, pairs);
   try {
     validate(c.shape, "shape");
-    if (const std::string why = unsupported(c.shape); !why.empty())
+    if (const std::string why = unsupported(c.shape, gpu_.cc); !why.empty())
       return fail("unsupported shape (" + describe(c.shape) + "): " + why);
     impl_->select_device();
     Prepared pa, pb;
@@ -504,7 +525,7 @@ Comparison CudaEvaluator::compare(const MeasureCase& c, const Decision& a, const
 
 ReferenceRun CudaEvaluator::run_reference(const MeasureCase& c) {
   validate(c.shape, "shape");
-  if (const std::string why = unsupported(c.shape); !why.empty()) throw InputError(why);
+  if (const std::string why = unsupported(c.shape, gpu_.cc); !why.empty()) throw InputError(why);
   impl_->select_device();
   impl_->last = {};  // the memory a kept case holds
   const gpu::DecodeBuffers buf(c, 1, 1, impl_->support, *impl_->stream);
@@ -519,25 +540,42 @@ ReferenceRun CudaEvaluator::run_reference(const MeasureCase& c) {
   r.max_pages = l.max_pages;
   r.out.resize(static_cast<std::size_t>(l.q_elems));
   r.lse.resize(lse_n);
-  std::vector<std::uint16_t> q(static_cast<std::size_t>(l.q_elems)), k(static_cast<std::size_t>(l.kv_elems)),
-      v(k.size());
+  const int kv_bytes = dtype_bytes(c.shape.dtype);
+  std::vector<std::uint16_t> q(static_cast<std::size_t>(l.q_elems));
+  std::vector<std::uint8_t> k(static_cast<std::size_t>(l.kv_elems * kv_bytes)), v(k.size());
   auto copy = [&](void* dst, const void* src, std::size_t bytes) {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, impl_->s()), "copy reference inputs");
   };
   copy(r.out.data(), out.get(), r.out.size() * 4);
   copy(r.lse.data(), lse.get(), lse_n * 4);
   copy(q.data(), buf.q(0), q.size() * 2);
-  copy(k.data(), buf.k(0), k.size() * 2);
-  copy(v.data(), buf.v(0), v.size() * 2);
+  copy(k.data(), buf.k(0), k.size());
+  copy(v.data(), buf.v(0), v.size());
   impl_->stream->sync();
-  auto widen = [&](const std::vector<std::uint16_t>& bits) {
-    std::vector<float> f(bits.size());
-    for (std::size_t i = 0; i < bits.size(); ++i) f[i] = bits_to_float(c.shape.dtype, bits[i]);
+  const Dtype qt = query_dtype(c.shape);
+  r.q.resize(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i) r.q[i] = bits_to_float(qt, q[i]);
+  // Element e of the cache: row e / (Hkv D) of a request (contiguous) or a page slot.
+  const std::int64_t row_elems = std::int64_t{c.shape.h_kv} * c.shape.head_dim;
+  const std::int64_t rows_per_batch = c.shape.page_size > 0 ? std::int64_t{l.max_pages} * c.shape.page_size : c.shape.seqlen_k;
+  auto widen = [&](const std::vector<std::uint8_t>& bytes, const std::vector<float>& descale) {
+    std::vector<float> f(static_cast<std::size_t>(l.kv_elems));
+    for (std::size_t e = 0; e < f.size(); ++e) {
+      if (kv_bytes == 2) {
+        f[e] = bits_to_float(qt, static_cast<std::uint16_t>(bytes[2 * e] | bytes[2 * e + 1] << 8));
+        continue;
+      }
+      // A page belongs to the request whose table row holds it.
+      const std::int64_t row = static_cast<std::int64_t>(e) / row_elems;
+      const int head = static_cast<int>(static_cast<std::int64_t>(e) % row_elems / c.shape.head_dim);
+      int batch = static_cast<int>(row / rows_per_batch);
+      if (c.shape.page_size > 0) batch = buf.page_owner(static_cast<int>(row / c.shape.page_size));
+      f[e] = e4m3_bits_to_float(bytes[e]) * descale[buf.descale_index(batch, head)];
+    }
     return f;
   };
-  r.q = widen(q);
-  r.k = widen(k);
-  r.v = widen(v);
+  r.k = widen(k, buf.k_descales());
+  r.v = widen(v, buf.v_descales());
   return r;
 }
 

@@ -25,7 +25,7 @@ std::uint64_t fnv1a(std::uint64_t h, const void* data, std::size_t n) {
 
 CaseLayout case_layout(const Shape& s, int max_splits) {
   CaseLayout l;
-  const std::int64_t D = s.head_dim, elem = 2;
+  const std::int64_t D = s.head_dim, elem = 2, kv_elem = dtype_bytes(s.dtype);
   l.q_elems = std::int64_t{s.batch} * s.seqlen_q * s.h_q * D;
   std::int64_t kv_rows;
   if (s.page_size > 0) {
@@ -44,8 +44,8 @@ CaseLayout case_layout(const Shape& s, int max_splits) {
   };
   // q, k, v first: their bytes, hence their drawn values, do not depend on max_splits.
   l.q = region(l.q_elems * elem);
-  l.k = region(l.kv_elems * elem);
-  l.v = region(l.kv_elems * elem);
+  l.k = region(l.kv_elems * kv_elem);
+  l.v = region(l.kv_elems * kv_elem);
   l.out = region(l.q_elems * elem);
   const bool workspace = combine_runs(max_splits);
   l.o_partial = region(workspace ? o_partial_floats(s, max_splits) * 4 : 0);
@@ -86,17 +86,45 @@ std::vector<int> shuffled_page_table(int batch, int max_pages, std::uint64_t see
   return t;
 }
 
+std::vector<float> case_descales(const MeasureCase& c, std::uint64_t seed) {
+  const std::size_t n = c.per_tensor_descale ? 1 : static_cast<std::size_t>(c.shape.batch) * c.shape.h_kv;
+  std::vector<float> d(2 * n);
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  for (float& x : d) x = static_cast<float>(std::exp2(static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2.0 - 1.0));
+  return d;
+}
+
 DecodeBuffers::DecodeBuffers(const MeasureCase& c, int max_splits, int sets, SupportKernels& support,
                              const Stream& stream)
-    : shape_(c.shape), layout_(case_layout(c.shape, max_splits)), sets_(sets), seqlens_(request_lengths(c)) {
+    : shape_(c.shape),
+      layout_(case_layout(c.shape, max_splits)),
+      sets_(sets),
+      per_tensor_descale_(c.per_tensor_descale),
+      seqlens_(request_lengths(c)) {
   const std::uint64_t seed = case_seed(c);
   arena_ = DeviceBuffer(static_cast<std::size_t>(layout_.set_bytes) * sets_);
-  support.fill_normal(arena_.get(), static_cast<std::int64_t>(arena_.size() / 2), seed, shape_.dtype, stream.get());
+  support.fill_normal(arena_.get(), static_cast<std::int64_t>(arena_.size() / 2), seed, query_dtype(shape_),
+                      stream.get());
+  if (shape_.dtype == Dtype::fp8) {
+    // The 16-bit draws above would hold e4m3 NaN bytes: K and V are drawn again as fp8.
+    for (int set = 0; set < sets_; ++set) {
+      support.fill_normal_e4m3(k(set), layout_.kv_elems, seed + 2 * set + 1, stream.get());
+      support.fill_normal_e4m3(v(set), layout_.kv_elems, seed + 2 * set + 2, stream.get());
+    }
+    descales_ = case_descales(c, seed);
+    descales_d_ = DeviceBuffer(descales_.size() * sizeof(float));
+    check(cudaMemcpyAsync(descales_d_.get(), descales_.data(), descales_d_.size(), cudaMemcpyHostToDevice,
+                          stream.get()),
+          "copy descales");
+  }
   seqlens_d_ = DeviceBuffer(seqlens_.size() * sizeof(int));
   check(cudaMemcpyAsync(seqlens_d_.get(), seqlens_.data(), seqlens_d_.size(), cudaMemcpyHostToDevice, stream.get()),
         "copy cache_seqlens");
   if (shape_.page_size > 0) {
     page_table_ = shuffled_page_table(shape_.batch, layout_.max_pages, seed ^ 0x5bd1e995u);
+    page_owner_.resize(page_table_.size());
+    for (std::size_t i = 0; i < page_table_.size(); ++i)
+      page_owner_[static_cast<std::size_t>(page_table_[i])] = static_cast<int>(i / layout_.max_pages);
     page_table_d_ = DeviceBuffer(page_table_.size() * sizeof(int));
     check(cudaMemcpyAsync(page_table_d_.get(), page_table_.data(), page_table_d_.size(), cudaMemcpyHostToDevice,
                           stream.get()),
@@ -119,7 +147,24 @@ DecodeParams DecodeBuffers::params(const DecodeParams& base_params, int set, boo
   p.lse = with_lse ? lse() : nullptr;
   p.o_partial = p.num_splits > 1 ? reinterpret_cast<float*>(b + layout_.o_partial) : nullptr;
   p.lse_partial = p.num_splits > 1 ? reinterpret_cast<float*>(b + layout_.lse_partial) : nullptr;
+  if (shape_.dtype == Dtype::fp8) {
+    p.k_descale = static_cast<const float*>(descales_d_.get());
+    p.v_descale = p.k_descale + descales_.size() / 2;
+    if (per_tensor_descale_) p.descale_batch_stride = p.descale_head_stride = 0;
+  }
   return p;
+}
+
+std::vector<float> DecodeBuffers::k_descales() const {
+  return {descales_.begin(), descales_.begin() + static_cast<std::ptrdiff_t>(descales_.size() / 2)};
+}
+
+std::vector<float> DecodeBuffers::v_descales() const {
+  return {descales_.begin() + static_cast<std::ptrdiff_t>(descales_.size() / 2), descales_.end()};
+}
+
+int DecodeBuffers::descale_index(int batch, int kv_head) const {
+  return per_tensor_descale_ ? 0 : batch * shape_.h_kv + kv_head;
 }
 
 ReferenceParams DecodeBuffers::reference_params(float* out, float* lse) const {
@@ -140,7 +185,14 @@ ReferenceParams DecodeBuffers::reference_params(float* out, float* lse) const {
   r.max_pages = layout_.max_pages;
   r.seqlen_k_max = shape_.seqlen_k;
   r.causal = shape_.causal ? 1 : 0;
-  r.dtype = shape_.dtype == Dtype::fp16 ? kDtypeFp16 : kDtypeBf16;
+  r.dtype = query_dtype(shape_) == Dtype::fp16 ? kDtypeFp16 : kDtypeBf16;
+  if (shape_.dtype == Dtype::fp8) {
+    r.kv_fp8 = 1;
+    r.k_descale = static_cast<const float*>(descales_d_.get());
+    r.v_descale = r.k_descale + descales_.size() / 2;
+    r.descale_batch_stride = per_tensor_descale_ ? 0 : shape_.h_kv;
+    r.descale_head_stride = per_tensor_descale_ ? 0 : 1;
+  }
   r.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape_.head_dim)));
   return r;
 }

@@ -31,16 +31,27 @@ std::vector<int> request_lengths(const MeasureCase&);
 // A permutation of [0, batch * max_pages) as a [batch, max_pages] table, from `seed`.
 std::vector<int> shuffled_page_table(int batch, int max_pages, std::uint64_t seed);
 
+// fp8 KV cache: the descales of a case, [B, Hkv] or one value (per_tensor_descale), drawn
+// log-uniform in [1/2, 2) from `seed`: k's first, then v's.
+std::vector<float> case_descales(const MeasureCase&, std::uint64_t seed);
+
 class DecodeBuffers {
  public:
-  // Allocates and fills the sets (every 16-bit element of the arena drawn from N(0, 1):
-  // set 0's inputs depend only on the case, not on max_splits or sets).
+  // Allocates and fills the sets (every 16-bit element of the arena drawn from N(0, 1),
+  // then, for an fp8 cache, every K/V element from N(0, 1) rounded to e4m3: set 0's inputs
+  // depend only on the case, not on max_splits or sets).
   DecodeBuffers(const MeasureCase&, int max_splits, int sets, SupportKernels&, const Stream&);
 
   int sets() const { return sets_; }
   const CaseLayout& layout() const { return layout_; }
   const std::vector<int>& seqlens() const { return seqlens_; }
   const std::vector<int>& page_table() const { return page_table_; }
+  // fp8 only: the descales (empty otherwise), where (request, KV head) finds its own, and
+  // the request that owns a page.
+  std::vector<float> k_descales() const;
+  std::vector<float> v_descales() const;
+  int descale_index(int batch, int kv_head) const;
+  int page_owner(int page) const { return page_owner_[static_cast<std::size_t>(page)]; }
 
   // `base` (decode_params_for) with the pointers of set `set`; `with_lse` also writes the
   // LSE output (the checked run).
@@ -60,8 +71,10 @@ class DecodeBuffers {
   Shape shape_;
   CaseLayout layout_;
   int sets_;
-  std::vector<int> seqlens_, page_table_;
-  DeviceBuffer arena_, seqlens_d_, page_table_d_, lse_;
+  bool per_tensor_descale_;
+  std::vector<int> seqlens_, page_table_, page_owner_;
+  std::vector<float> descales_;  // k's then v's
+  DeviceBuffer arena_, seqlens_d_, page_table_d_, lse_, descales_d_;
 };
 
 }  // namespace evodispatch::gpu

@@ -34,7 +34,8 @@ class MainKernel {
  public:
   MainKernel(const SimProfile& prof, const Plan& p, L2Mode l2)
       : m_(prof.model), p_(p), bw_(kv_bandwidth(prof, p, l2)),
-        row_bytes_(2.0 * p.shape.head_dim * dtype_bytes(p.shape.dtype)) {}
+        row_bytes_(2.0 * p.shape.head_dim * dtype_bytes(p.shape.dtype)),
+        tile_us_(m_.tile_us + (p.shape.dtype == Dtype::fp8 ? m_.fp8_tile_us : 0.0)) {}
 
   double time_us() const {
     const std::int64_t slots = p_.slots, items = p_.work_items, splits = p_.num_splits;
@@ -71,13 +72,14 @@ class MainKernel {
     const double per_sm_active = static_cast<double>(ceil_div(active, p_.sms_used));
     const double cta_bw = std::min(bw_.per_sm / per_sm_active, bw_.global / static_cast<double>(active));
     const double load_us = static_cast<double>(rows) * row_bytes_ / cta_bw * 1e6;
-    return m_.cta_start_us + std::max(tiles * m_.tile_us, load_us);
+    return m_.cta_start_us + std::max(tiles * tile_us_, load_us);
   }
 
   const SimModel& m_;
   const Plan& p_;
   Bandwidth bw_;
   double row_bytes_;  // one KV row: K and V of one head
+  double tile_us_;    // compute per tile, with the widening of an fp8 one
 };
 
 double combine_us(const SimProfile& prof, const Plan& p) {

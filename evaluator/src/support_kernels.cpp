@@ -45,6 +45,18 @@ void SupportKernels::fill_normal(void* dst, std::int64_t n, std::uint64_t seed, 
         "launch evo_fill_normal");
 }
 
+void SupportKernels::fill_normal_e4m3(void* dst, std::int64_t n, std::uint64_t seed, cudaStream_t s) {
+  if (n <= 0) return;
+  constexpr int kThreads = 256;
+  const LoadedKernel& k = kernel("evo_fill_normal_e4m3", kThreads);
+  long long count = n;
+  unsigned long long sd = seed;
+  void* args[] = {&dst, &count, &sd};
+  const std::int64_t blocks = std::min<std::int64_t>((n + kThreads - 1) / kThreads, 65536);
+  check(cudaLaunchKernel(k.func(), dim3(static_cast<unsigned>(blocks)), dim3(kThreads), args, 0, s),
+        "launch evo_fill_normal_e4m3");
+}
+
 void SupportKernels::reference(const ReferenceParams& p, cudaStream_t s) {
   const LoadedKernel& k = kernel("evo_reference_attention", kReferenceThreads);
   const std::int64_t rows = std::int64_t{p.batch} * p.seqlen_q * p.h_q;

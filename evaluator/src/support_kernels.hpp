@@ -22,6 +22,8 @@ class SupportKernels {
 
   // n 16-bit values drawn from N(0, 1), rounded to `dtype`; value i depends on (seed, i) only.
   void fill_normal(void* dst, std::int64_t n, std::uint64_t seed, Dtype dtype, cudaStream_t s);
+  // n bytes of N(0, 1) values rounded to fp8 e4m3 (satfinite); value i depends on (seed, i).
+  void fill_normal_e4m3(void* dst, std::int64_t n, std::uint64_t seed, cudaStream_t s);
   // One CTA per query row: rows = batch * seqlen_q * h_q.
   void reference(const ReferenceParams& p, cudaStream_t s);
 

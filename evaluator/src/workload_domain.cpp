@@ -119,6 +119,8 @@ std::int64_t saturating_product(std::initializer_list<std::int64_t> factors) {
 Shape draw_shape(const Domain& d, const std::vector<Shape>& heads, SampleRng& rng) {
   Shape s = pick(heads, rng);
   s.dtype = pick(d.dtypes, rng);
+  // Drawn only for an fp8 cache, so that a domain without one samples as it always did.
+  if (s.dtype == Dtype::fp8) s.q_dtype = d.q_dtypes.size() == 1 ? d.q_dtypes[0] : pick(d.q_dtypes, rng);
   s.page_size = pick(d.page_sizes, rng);
   s.batch = draw(d.batch, rng);
   s.seqlen_q = draw(d.seqlen_q, rng);
@@ -258,7 +260,8 @@ bool domain_contains(const Domain& d, const Shape& s) {
   const auto heads = head_configs(d);
   const bool heads_ok = std::any_of(heads.begin(), heads.end(), [&](const Shape& h) { return same_heads(h, s); });
   auto has = [](const auto& values, const auto& v) { return std::find(values.begin(), values.end(), v) != values.end(); };
-  return heads_ok && s.causal && has(d.dtypes, s.dtype) && has(d.page_sizes, s.page_size) && d.batch.contains(s.batch) &&
+  const bool q_ok = s.dtype != Dtype::fp8 || has(d.q_dtypes, s.q_dtype);
+  return heads_ok && s.causal && has(d.dtypes, s.dtype) && q_ok && has(d.page_sizes, s.page_size) && d.batch.contains(s.batch) &&
          d.seqlen_q.contains(s.seqlen_q) && d.seqlen_k.contains(s.seqlen_k);
 }
 
@@ -267,7 +270,10 @@ std::int64_t domain_size(const Domain& d) {
   for (const auto& h : head_configs(d))
     if (std::none_of(distinct.begin(), distinct.end(), [&](const Shape& o) { return same_heads(o, h); }))
       distinct.push_back(h);
-  return saturating_product({static_cast<std::int64_t>(distinct.size()), static_cast<std::int64_t>(d.dtypes.size()),
+  // An fp8 cache counts once per query dtype.
+  const bool fp8 = std::find(d.dtypes.begin(), d.dtypes.end(), Dtype::fp8) != d.dtypes.end();
+  const auto kv_types = static_cast<std::int64_t>(d.dtypes.size() + (fp8 ? d.q_dtypes.size() - 1 : 0));
+  return saturating_product({static_cast<std::int64_t>(distinct.size()), kv_types,
                              static_cast<std::int64_t>(d.page_sizes.size()), d.batch.count(), d.seqlen_q.count(),
                              d.seqlen_k.count()});
 }
@@ -300,7 +306,8 @@ std::vector<Shape> sample_domain(const Domain& d, std::size_t n, std::uint64_t s
 
 Domain domain_from_json(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
-  r.allow_only({"models", "tensor_parallel", "batch", "seqlen_k", "seqlen_q", "dtype", "page_size", "samples", "seed"});
+  r.allow_only(
+      {"models", "tensor_parallel", "batch", "seqlen_k", "seqlen_q", "dtype", "q_dtype", "page_size", "samples", "seed"});
   Domain d;
   const auto required = [&](const char* field) -> const nlohmann::json& {
     const auto* v = r.member(field);
@@ -320,6 +327,15 @@ Domain domain_from_json(const nlohmann::json& j, const std::string& path) {
     d.dtypes = one_or_many<Dtype>(*dt, r.path_of("dtype"), [](const nlohmann::json& v, const std::string& p) {
       return *parse_dtype(workload_json::checked_dtype(v, p));
     });
+  if (const auto* qt = r.member("q_dtype")) {
+    d.q_dtypes = one_or_many<Dtype>(*qt, r.path_of("q_dtype"), [](const nlohmann::json& v, const std::string& p) {
+      const Dtype t = *parse_dtype(workload_json::checked_dtype(v, p));
+      if (t == Dtype::fp8) throw InputError(p + ": queries are bf16 or fp16");
+      return t;
+    });
+    if (std::find(d.dtypes.begin(), d.dtypes.end(), Dtype::fp8) == d.dtypes.end())
+      throw InputError(r.path_of("q_dtype") + ": only an fp8 KV cache (dtype \"fp8\") takes a query dtype");
+  }
   if (const auto* ps = r.member("page_size"))
     d.page_sizes = one_or_many<int>(*ps, r.path_of("page_size"), [](const nlohmann::json& v, const std::string& p) {
       return bounded_int(v, p, 0, 1 << 24, "must be 0 (contiguous) or a page size in [1, 16777216]");

@@ -72,6 +72,8 @@ void validate(const Shape& s, std::string_view where) {
           "must be a multiple of h_kv (" + std::to_string(s.h_q) + " % " + std::to_string(s.h_kv) + " != 0)");
   require(s.head_dim >= 8 && s.head_dim <= 512 && s.head_dim % 8 == 0, where, "head_dim",
           "must be a multiple of 8 in [8, 512], got " + std::to_string(s.head_dim));
+  require(s.dtype == Dtype::fp8 ? s.q_dtype != Dtype::fp8 : s.q_dtype == Dtype::bf16, where, "q_dtype",
+          s.dtype == Dtype::fp8 ? "queries and outputs are bf16 or fp16" : "only an fp8 KV cache takes a query dtype");
   require(s.page_size >= 0 && s.page_size <= kMaxSeq, where, "page_size",
           "must be 0 (contiguous) or a page size >= 1, got " + std::to_string(s.page_size));
 }
@@ -80,10 +82,13 @@ std::string describe(const Shape& s) {
   std::ostringstream o;
   o << "B=" << s.batch << " Lq=" << s.seqlen_q << " Lk=" << s.seqlen_k << " Hq=" << s.h_q << " Hkv=" << s.h_kv
     << " D=" << s.head_dim << " " << to_string(s.dtype);
+  if (s.dtype == Dtype::fp8 && s.q_dtype != Dtype::bf16) o << " q=" << to_string(s.q_dtype);
   if (s.page_size > 0) o << " page=" << s.page_size;
   if (s.seqlen_q > 1 && !s.causal) o << " noncausal";
   return o.str();
 }
+
+Dtype query_dtype(const Shape& s) { return s.dtype == Dtype::fp8 ? s.q_dtype : s.dtype; }
 
 Decision resolve(const Decision& d, const Shape& s) {
   Decision r = d;
@@ -115,9 +120,12 @@ std::string describe(const Decision& d) {
 }
 
 nlohmann::json to_json(const Shape& s) {
-  return {{"batch", s.batch},         {"seqlen_q", s.seqlen_q},   {"seqlen_k", s.seqlen_k},
-          {"h_q", s.h_q},             {"h_kv", s.h_kv},           {"head_dim", s.head_dim},
-          {"dtype", to_string(s.dtype)}, {"page_size", s.page_size}, {"causal", s.causal}};
+  nlohmann::json j = {{"batch", s.batch},         {"seqlen_q", s.seqlen_q},   {"seqlen_k", s.seqlen_k},
+                      {"h_q", s.h_q},             {"h_kv", s.h_kv},           {"head_dim", s.head_dim},
+                      {"dtype", to_string(s.dtype)}, {"page_size", s.page_size}, {"causal", s.causal}};
+  // Only where it is not the default, so that every other shape keeps its key.
+  if (s.q_dtype != Dtype::bf16) j["q_dtype"] = to_string(s.q_dtype);
+  return j;
 }
 
 nlohmann::json to_json(const Decision& d) {
@@ -141,8 +149,8 @@ int to_int(std::int64_t v, const std::string& path) {
 
 Shape shape_from_json(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
-  r.allow_only({"batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim", "dtype", "page_size", "causal", "qpk",
-                "block_n", "nblk"});
+  r.allow_only({"batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim", "dtype", "q_dtype", "page_size", "causal",
+                "qpk", "block_n", "nblk"});
   Shape s;
   s.batch = to_int(r.integer("batch").value_or(1), r.path_of("batch"));
   s.seqlen_q = to_int(r.integer("seqlen_q").value_or(1), r.path_of("seqlen_q"));
@@ -154,6 +162,14 @@ Shape shape_from_json(const nlohmann::json& j, const std::string& path) {
     auto dt = parse_dtype(*d);
     if (!dt) throw InputError(r.path_of("dtype") + ": must be \"bf16\", \"fp16\" or \"fp8\", got \"" + *d + "\"");
     s.dtype = *dt;
+  }
+  if (auto d = r.string("q_dtype")) {
+    auto dt = parse_dtype(*d);
+    if (!dt || *dt == Dtype::fp8 || s.dtype != Dtype::fp8)
+      throw InputError(r.path_of("q_dtype") + ": " +
+                       (s.dtype != Dtype::fp8 ? std::string("only an fp8 KV cache (dtype \"fp8\") takes a query dtype")
+                                              : "must be \"bf16\" or \"fp16\", got \"" + *d + "\""));
+    s.q_dtype = *dt;
   }
   s.page_size = to_int(r.integer("page_size").value_or(0), r.path_of("page_size"));
   s.causal = r.boolean("causal").value_or(true);

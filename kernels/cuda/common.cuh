@@ -97,6 +97,46 @@ struct Elem<kDtypeFp16> {
   }
 };
 
+// Two fp8 e4m3 values (the lower byte is the lower element) as two fp16 values, exactly:
+// every e4m3 value, subnormals included, is an fp16 value (sm_89 and later).
+__device__ __forceinline__ u32 e4m3x2_to_f16x2(unsigned short two) {
+  u32 r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(two));
+  return r;
+}
+
+// Four e4m3 values (one 32-bit word, lowest byte first) as two packed pairs of the
+// element type: exact in both (bf16 holds every fp16 value an e4m3 one becomes).
+template <int DT>
+__device__ __forceinline__ void widen_e4m3x4(u32 w, u32& lo, u32& hi) {
+  lo = e4m3x2_to_f16x2(static_cast<unsigned short>(w & 0xffffu));
+  hi = e4m3x2_to_f16x2(static_cast<unsigned short>(w >> 16));
+  if constexpr (DT == kDtypeBf16) {
+    auto to_bf16x2 = [](u32 h2) {
+      float a, b;
+      asm("{.reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}"
+          : "=f"(a), "=f"(b)
+          : "r"(h2));
+      return Elem<kDtypeBf16>::pack(a, b);
+    };
+    lo = to_bf16x2(lo);
+    hi = to_bf16x2(hi);
+  }
+}
+
+// 16-byte shared-memory accesses by address (the conversions of an fp8 tile).
+__device__ __forceinline__ uint4 lds_16(u32 addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void sts_16(u32 addr, u32 a, u32 b, u32 c, u32 d) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
 // Reductions over the 4 lanes (t = 0..3) that hold one accumulator row.
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

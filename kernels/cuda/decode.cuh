@@ -20,6 +20,14 @@
 // m16n8k16, fp32 accumulation); scores are in log2 units (scale * log2 e) for exp2.
 // Shared tiles are swizzled (16-byte chunk c of row r at c ^ (r % 8)), so ldmatrix and the
 // cp.async stores are free of bank conflicts.
+//
+// fp8 e4m3 KV cache (KV8): the stages hold K/V as stored, one byte per element, so the
+// bytes in flight cover twice the keys. Once a tile has landed, the CTA widens it into one
+// swizzled 16-bit tile pair, exactly (every e4m3 value is a bf16 and an fp16 value), and
+// the tensor-core code above runs unchanged on it. The descales never touch an element:
+// k_descale multiplies the softmax scale, v_descale the output's 1 / l. (Measured slower
+// on an H100, together: a widening on the integer and FMA pipes instead of cvt, and each
+// key slice widened by its own warps behind a barrier per slice: docs/performance.md.)
 #include "common.cuh"
 
 namespace evodispatch {
@@ -27,22 +35,26 @@ namespace dev {
 
 // Packing the GQA group is not a template argument: the head groups come from DecodeParams
 // (heads_per_group, groups_per_kv_head), so one specialisation serves both layouts.
-template <int D_, int DT_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_>
+template <int D_, int DT_, bool KV8_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_>
 struct DecodeTraits {
   static constexpr int D = D_, DT = DT_, BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
-  static constexpr bool PAGED = PAGED_;
+  static constexpr bool KV8 = KV8_, PAGED = PAGED_;
   static constexpr int kWarps = WM * WN;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kKeysPerWarp = BN / WN;  // keys of a tile one warp scores
   static constexpr int kNTiles = kKeysPerWarp / 8;  // n8 score tiles per warp
   static constexpr int kDTiles = D / 8;         // n8 output tiles per warp
-  static constexpr int kChunks = D / 8;         // 16-byte chunks per K/V/Q row
+  static constexpr int kChunks = D / 8;         // 16-byte chunks per 16-bit row
   static constexpr int kRowBytes = D * 2;
-  static constexpr int kTileBytes = BN * kRowBytes;
+  static constexpr int kTileBytes = BN * kRowBytes;  // a 16-bit K or V tile
+  static constexpr int kKvBytes = KV8 ? 1 : 2;       // per stored K/V element
+  static constexpr int kKvChunks = D * kKvBytes / 16;  // 16-byte chunks per stored K/V row
+  static constexpr int kKvRowBytes = D * kKvBytes;
+  static constexpr int kKvTileBytes = BN * kKvRowBytes;  // a K or V tile in a stage
   // Q fragments stay in registers up to D = 128 (32 registers); at D = 256 they would
   // push the 128 accumulator registers into spills, so they are re-read from shared memory.
   static constexpr bool kQInRegs = D <= 128;
-  static constexpr DecodeSmemLayout kSmem = decode_smem_layout(D, BM, BN, WN, STAGES, PAGED);
+  static constexpr DecodeSmemLayout kSmem = decode_smem_layout(D, BM, BN, WN, STAGES, PAGED, kKvBytes);
   // Splits are cut in blocks of kSplitBlock rows; the pipeline streams tiles of BN rows.
   static constexpr int kSplitBlock = decode_split_block(D);
 
@@ -53,8 +65,9 @@ struct DecodeTraits {
   static_assert(STAGES >= 2, "at least double buffering");
   static_assert(kSplitBlock % BN == 0, "a split is whole tiles");
   static_assert(kThreads >= 64 && kThreads <= 512, "2..16 warps");
-  static_assert(kThreads % kChunks == 0 && BN % (kThreads / kChunks) == 0,
+  static_assert(kThreads % kKvChunks == 0 && BN % (kThreads / kKvChunks) == 0,
                 "every thread loads the same chunk of the same number of rows");
+  static_assert((2 * BN * kKvChunks) % kThreads == 0, "every thread widens as many fp8 chunks");
   static_assert(kSmem.total <= 227 * 1024, "Hopper gives one CTA at most 227 KiB of shared memory");
 };
 
@@ -65,15 +78,16 @@ __device__ __forceinline__ u32 swz(int r, int c) {
 }
 
 // MIN_CTAS_: the CTAs per SM the variant is built for (registers capped to fit them).
-template <int D_, int DT_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_, int MIN_CTAS_>
+template <int D_, int DT_, bool KV8_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_, int MIN_CTAS_>
 __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     decode_kernel(const __grid_constant__ DecodeParams p) {
-  using Tr = DecodeTraits<D_, DT_, PAGED_, BM_, BN_, WM_, WN_, STAGES_>;
+  using Tr = DecodeTraits<D_, DT_, KV8_, PAGED_, BM_, BN_, WM_, WN_, STAGES_>;
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, WN = Tr::WN, STAGES = Tr::STAGES;
   constexpr int kThreads = Tr::kThreads, kChunks = Tr::kChunks, kRowBytes = Tr::kRowBytes;
   constexpr int KPW = Tr::kKeysPerWarp, NT = Tr::kNTiles, DTL = Tr::kDTiles;
   constexpr int kOStride = decode_reduce_row_floats(D);
-  constexpr int kRowsPerPass = kThreads / kChunks, kLoadIters = BN / kRowsPerPass;
+  constexpr int kKvChunks = Tr::kKvChunks, kKvRowBytes = Tr::kKvRowBytes, KVB = Tr::kKvBytes;
+  constexpr int kRowsPerPass = kThreads / kKvChunks, kLoadIters = BN / kRowsPerPass;
   using E = Elem<DT_>;
 
   extern __shared__ __align__(128) unsigned char smem[];
@@ -87,11 +101,11 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
   float* const o_red = reinterpret_cast<float*>(smem + Tr::kSmem.reduce);  // [WN][BM][kOStride]
   const u32 q_base = smem_u32(q_smem);
   const u32 tiles_base = smem_u32(tiles);
+  const u32 wide_base = smem_u32(smem + Tr::kSmem.wide);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / WN, warp_n = warp % WN;
   const int g = lane >> 2, t4 = lane & 3;
-  const float c = p.scale_log2;
   const int rows = p.rows_per_group;
   const int HG = p.heads_per_group;
 
@@ -113,6 +127,14 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     const int split = rest / p.batch;
     const int head0 = kvh * p.qpk + hg * HG;  // first query head of the group
     const int row0 = mt * BM;                 // first group row of this tile
+    float k_descale = 1.f, v_descale = 1.f;
+    if constexpr (Tr::KV8) {
+      const i64 at = b * p.descale_batch_stride + kvh * p.descale_head_stride;
+      if (p.k_descale) k_descale = p.k_descale[at];
+      if (p.v_descale) v_descale = p.v_descale[at];
+    }
+    // Scores are raw Q K^T of the stored K; this makes them scale * K^T q in log2 units.
+    const float c = p.scale_log2 * k_descale;
 
     // Split s covers KV blocks [s * bps, (s + 1) * bps) of this request, bps = ceil(nblk / S).
     const int len = p.cache_seqlens[b];
@@ -163,31 +185,37 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     // Issue the cp.async copies of K/V tile `tile` into its stage; past n_tiles, nothing
     // (the caller still commits an empty group so the group count stays uniform). Thread
     // `tid` copies chunk tid % kChunks of rows tid / kChunks + it * kRowsPerPass.
+    // A stored K/V row in a stage: swizzled when 16-bit (ldmatrix reads it), as stored when
+    // fp8 (the widening reads whole chunks in order).
+    auto stage_at = [&](int r, int ch) -> u32 {
+      if constexpr (Tr::KV8) return static_cast<u32>(r * kKvRowBytes + ch * 16);
+      else return swz<kRowBytes>(r, ch);
+    };
     auto load_tile = [&](int tile) {
       if (tile >= n_tiles) return;
       const int stage = tile % STAGES;
-      const u32 k_dst = tiles_base + stage * 2 * Tr::kTileBytes;
-      const u32 v_dst = k_dst + Tr::kTileBytes;
+      const u32 k_dst = tiles_base + stage * 2 * Tr::kKvTileBytes;
+      const u32 v_dst = k_dst + Tr::kKvTileBytes;
       const int kt0 = k_begin + tile * BN;
-      const int r0 = tid / kChunks, ch = tid % kChunks;
+      const int r0 = tid / kKvChunks, ch = tid % kKvChunks;
       if constexpr (!PAGED_) {
         // One 64-bit pointer per tensor, bumped by a fixed step: few registers.
-        const char* kp = kg + 2 * (b * p.k_batch_stride + static_cast<i64>(kt0 + r0) * p.k_row_stride +
-                                   kvh * p.k_head_stride + ch * 8);
-        const char* vp = vg + 2 * (b * p.v_batch_stride + static_cast<i64>(kt0 + r0) * p.v_row_stride +
-                                   kvh * p.v_head_stride + ch * 8);
-        const i64 k_step = 2 * kRowsPerPass * p.k_row_stride, v_step = 2 * kRowsPerPass * p.v_row_stride;
+        const char* kp = kg + KVB * (b * p.k_batch_stride + static_cast<i64>(kt0 + r0) * p.k_row_stride +
+                                     kvh * p.k_head_stride) + ch * 16;
+        const char* vp = vg + KVB * (b * p.v_batch_stride + static_cast<i64>(kt0 + r0) * p.v_row_stride +
+                                     kvh * p.v_head_stride) + ch * 16;
+        const i64 k_step = KVB * kRowsPerPass * p.k_row_stride, v_step = KVB * kRowsPerPass * p.v_row_stride;
 #pragma unroll
         for (int it = 0; it < kLoadIters; ++it) {
           const int r = r0 + it * kRowsPerPass;
           const bool valid = kt0 + r < k_end;
-          cp_async_16(k_dst + swz<kRowBytes>(r, ch), valid ? kp : kg, valid);
-          cp_async_16(v_dst + swz<kRowBytes>(r, ch), valid ? vp : vg, valid);
+          cp_async_16(k_dst + stage_at(r, ch), valid ? kp : kg, valid);
+          cp_async_16(v_dst + stage_at(r, ch), valid ? vp : vg, valid);
           kp += k_step;
           vp += v_step;
         }
       } else {
-        const i64 k_col = kvh * p.k_head_stride + ch * 8, v_col = kvh * p.v_head_stride + ch * 8;
+        const i64 k_col = kvh * p.k_head_stride, v_col = kvh * p.v_head_stride;
 #pragma unroll
         for (int it = 0; it < kLoadIters; ++it) {
           const int r = r0 + it * kRowsPerPass;
@@ -195,9 +223,29 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
           const bool valid = e.x >= 0;
           const i64 k_off = e.x * p.k_batch_stride + e.y * p.k_row_stride + k_col;
           const i64 v_off = e.x * p.v_batch_stride + e.y * p.v_row_stride + v_col;
-          cp_async_16(k_dst + swz<kRowBytes>(r, ch), valid ? kg + 2 * k_off : kg, valid);
-          cp_async_16(v_dst + swz<kRowBytes>(r, ch), valid ? vg + 2 * v_off : vg, valid);
+          cp_async_16(k_dst + stage_at(r, ch), valid ? kg + KVB * k_off + ch * 16 : kg, valid);
+          cp_async_16(v_dst + stage_at(r, ch), valid ? vg + KVB * v_off + ch * 16 : vg, valid);
         }
+      }
+    };
+
+    // fp8: widen the landed tile `tile` into the 16-bit pair (16 stored elements of one
+    // chunk become chunks 2c and 2c + 1 of the wide row). The caller syncs around it.
+    auto widen_tile = [&](int tile) {
+      const u32 src = tiles_base + (tile % STAGES) * 2 * Tr::kKvTileBytes;
+      constexpr int kTileChunks = BN * kKvChunks;
+#pragma unroll
+      for (int x = tid; x < 2 * kTileChunks; x += kThreads) {
+        const int kv = x / kTileChunks, r = (x % kTileChunks) / kKvChunks, ch = x % kKvChunks;
+        const uint4 w = lds_16(src + kv * Tr::kKvTileBytes + r * kKvRowBytes + ch * 16);
+        u32 e[8];
+        widen_e4m3x4<DT_>(w.x, e[0], e[1]);
+        widen_e4m3x4<DT_>(w.y, e[2], e[3]);
+        widen_e4m3x4<DT_>(w.z, e[4], e[5]);
+        widen_e4m3x4<DT_>(w.w, e[6], e[7]);
+        const u32 dst = wide_base + kv * Tr::kTileBytes;
+        sts_16(dst + swz<kRowBytes>(r, 2 * ch), e[0], e[1], e[2], e[3]);
+        sts_16(dst + swz<kRowBytes>(r, 2 * ch + 1), e[4], e[5], e[6], e[7]);
       }
     };
 
@@ -269,6 +317,11 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       __syncthreads();  // tile `tile` visible to all; everyone is done with tile - 1's stage
       load_tile(tile + STAGES - 1);
       cp_async_commit();
+      if constexpr (Tr::KV8) {
+        // Every warp is past tile - 1's math (the sync above), so the wide pair is free.
+        widen_tile(tile);
+        __syncthreads();
+      }
 
       if (warp_active) {
         if constexpr (Tr::kQInRegs) {
@@ -279,7 +332,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
                       qf[kk][3]);
           }
         }
-        const u32 k_tile = tiles_base + (tile % STAGES) * 2 * Tr::kTileBytes;
+        const u32 k_tile = Tr::KV8 ? wide_base : tiles_base + (tile % STAGES) * 2 * Tr::kTileBytes;
         const u32 v_tile = k_tile + Tr::kTileBytes;
         const int key0 = warp_n * KPW;  // this warp's first key in the tile
 
@@ -440,7 +493,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         acc[0] += u.x, acc[1] += u.y, acc[2] += u.z, acc[3] += u.w;
         acc[4] += v.x, acc[5] += v.y, acc[6] += v.z, acc[7] += v.w;
       }
-      const float inv = row_inv_l[r];
+      const float inv = row_inv_l[r] * v_descale;
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[e] *= inv;
       if (p.num_splits == 1) {

@@ -238,23 +238,19 @@ std::string variant_choice_digest() {
   detail::Sha256 h;
   Shape s;
   for (int d : {64, 128, 256})
-    for (int page : {0, 16})
-      for (const auto& [hq, hkv] : {std::pair{64, 8}, {64, 1}, {32, 32}, {28, 4}})
-        for (int lq : {1, 4})
-          for (int batch : {1, 4, 8, 9, 16, 17, 33, 34, 49, 50, 64})
-            for (int splits : {1, 3, 8})
-              for (bool pack : {true, false})
-                for (int margin : {0, 100})
-                  for (int sms : {132, 78}) {
-                    s.batch = batch;
-                    s.seqlen_q = lq;
-                    s.seqlen_k = 4096;
-                    s.h_q = hq;
-                    s.h_kv = hkv;
-                    s.head_dim = d;
-                    s.page_size = page;
-                    h.field(spec_for(s, Decision{splits, pack, std::min(margin, sms - 1)}, sms).name());
-                  }
+    for (Dtype dt : {Dtype::bf16, Dtype::fp8})
+      for (int page : {0, 16})
+        for (const auto& [hq, hkv] : {std::pair{64, 8}, {64, 1}, {32, 32}, {28, 4}, {71, 1}})
+          for (int lq : {1, 4})
+            for (int lk : {100, 4096})
+              for (int batch : {1, 4, 8, 9, 16, 17, 33, 34, 49, 50, 64, 77, 256})
+                for (int splits : {1, 3, 8, 64})
+                  for (bool pack : {true, false})
+                    for (int margin : {0, 100})
+                      for (int sms : {132, 78}) {
+                        s = Shape{batch, lq, lk, hq, hkv, d, dt, page, true};
+                        h.field(spec_for(s, Decision{splits, pack, std::min(margin, sms - 1)}, sms).name());
+                      }
   return h.hex();
 }
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cctype>
 #include <cmath>
+#include <optional>
 
 #include <evodispatch/kernels/plan.hpp>
 
@@ -23,11 +25,13 @@ bool supported_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 // 128-row tiles and two CTAs anyway; at D = 256 a warp needs 64-row tiles to have 16 keys).
 // The 64-row variants use 256 threads of ~230 registers, one CTA per SM whatever the
 // tile, so they always stream 128-row tiles where the split block allows.
-KernelSpec decode_spec(int head_dim, Dtype dtype, bool paged, int block_m, bool latency, bool dense = false) {
+KernelSpec decode_spec(int head_dim, Dtype dtype, bool fp8_kv, bool paged, int block_m, bool latency,
+                       bool dense = false) {
   KernelSpec s;
   s.kind = KernelKind::decode;
   s.head_dim = head_dim;
   s.dtype = dtype;
+  s.fp8_kv = fp8_kv;
   s.paged = paged;
   s.block_m = block_m;
   s.block_n = head_dim == 256 ? 64 : head_dim == 64 || latency || block_m > 16 ? 128 : 64;
@@ -61,7 +65,7 @@ int KernelSpec::threads() const { return 32 * warps(); }
 
 int KernelSpec::smem_bytes() const {
   if (kind == KernelKind::combine) return 0;
-  return decode_smem_layout(head_dim, block_m, block_n, warps_n, stages, paged).total;
+  return decode_smem_layout(head_dim, block_m, block_n, warps_n, stages, paged, fp8_kv ? 1 : 2).total;
 }
 
 int KernelSpec::max_registers() const {
@@ -78,7 +82,7 @@ int KernelSpec::rows_per_cta() const {
 std::string KernelSpec::name() const {
   const std::string d = "d" + std::to_string(head_dim) + "_" + std::string(to_string(dtype));
   if (kind == KernelKind::combine) return "combine_" + d;
-  return "decode_" + d + (paged ? "_paged" : "_contig") + "_m" +
+  return "decode_" + d + (fp8_kv ? "_fp8kv" : "") + (paged ? "_paged" : "_contig") + "_m" +
          std::to_string(block_m) + "n" + std::to_string(block_n) + "_w" + std::to_string(warps_m) + "x" +
          std::to_string(warps_n) + "_s" + std::to_string(stages) +
          (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "");
@@ -89,7 +93,8 @@ std::string KernelSpec::kernel_expression() const {
   if (kind == KernelKind::combine)
     return "evodispatch::dev::combine_kernel<" + std::to_string(head_dim) + ", " + dt + ">";
   auto b = [](bool v) { return v ? std::string("true") : std::string("false"); };
-  return "evodispatch::dev::decode_kernel<" + std::to_string(head_dim) + ", " + dt + ", " + b(paged) + ", " +
+  return "evodispatch::dev::decode_kernel<" + std::to_string(head_dim) + ", " + dt + ", " + b(fp8_kv) + ", " +
+         b(paged) + ", " +
          std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
          std::to_string(warps_m) + ", " + std::to_string(warps_n) + ", " + std::to_string(stages) + ", " +
          std::to_string(min_ctas_per_sm) + ">";
@@ -113,8 +118,8 @@ std::vector<std::string> KernelSpec::nvrtc_options(std::string_view arch) const 
 std::string spec_error(const KernelSpec& s) {
   if (!supported_head_dim(s.head_dim)) return "head_dim " + std::to_string(s.head_dim) + " is not 64, 128 or 256";
   if (s.dtype != Dtype::bf16 && s.dtype != Dtype::fp16)
-    return "dtype " + std::string(to_string(s.dtype)) + " has no kernel yet";
-  if (s.kind == KernelKind::combine) return "";
+    return "dtype " + std::string(to_string(s.dtype)) + " is not a query dtype (bf16, fp16; fp8 is fp8_kv)";
+  if (s.kind == KernelKind::combine) return s.fp8_kv ? "the combine kernel reads no KV cache" : "";
   if (s.warps_m < 1 || s.warps_n < 1 || s.warps() > 16) return "warps must be 1..16";
   if (s.block_m != 16 * s.warps_m) return "block_m must be 16 * warps_m";
   if (s.block_n < 16 || builtin_block_n(s.head_dim) % s.block_n != 0)
@@ -125,9 +130,10 @@ std::string spec_error(const KernelSpec& s) {
   if (s.min_ctas_per_sm * (s.smem_bytes() + 1024) > 228 * 1024)
     return std::to_string(s.min_ctas_per_sm) + " CTAs of " + std::to_string(s.smem_bytes()) +
            " bytes of shared memory do not fit one SM's 228 KiB";
-  const int chunks = s.head_dim / 8;
+  const int chunks = s.head_dim * (s.fp8_kv ? 1 : 2) / 16;  // 16-byte chunks per stored K/V row
   if (s.threads() % chunks != 0 || s.block_n % (s.threads() / chunks) != 0)
     return "threads must load whole K/V rows";
+  if (s.fp8_kv && (2 * s.block_n * chunks) % s.threads() != 0) return "threads must widen whole fp8 tiles";
   if (s.smem_bytes() > 227 * 1024)
     return "needs " + std::to_string(s.smem_bytes()) + " bytes of shared memory, more than 227 KiB";
   return "";
@@ -137,14 +143,64 @@ namespace {
 void check_supported(const Shape& shape) {
   if (!supported_head_dim(shape.head_dim))
     throw InputError("shape.head_dim: no kernel for " + std::to_string(shape.head_dim) + " (64, 128, 256)");
-  if (shape.dtype == Dtype::fp8) throw InputError("shape.dtype: fp8 has no kernel yet");
+}
+
+KernelSpec decode_spec(const Shape& shape, int block_m, bool latency, bool dense = false) {
+  return decode_spec(shape.head_dim, query_dtype(shape), shape.dtype == Dtype::fp8, shape.page_size > 0, block_m,
+                     latency, dense);
+}
+
+// The tilings of packed groups of more than 16 rows (D = 64 and 128): 32 rows over 2 x 2
+// warps with 64- or 128-row K/V tiles, and, for splits of one block, 64 rows over 4 x 1
+// warps (a warp scores the whole tile, so nothing is merged across warps).
+KernelSpec packed_rows_spec(int head_dim, Dtype dtype, bool fp8_kv, bool paged, int block_m, int block_n) {
+  KernelSpec s = decode_spec(head_dim, dtype, fp8_kv, paged, 16, false);
+  s.block_m = block_m;
+  s.block_n = block_n;
+  s.warps_m = block_m / 16;
+  s.warps_n = block_m == 32 ? 2 : 1;
+  s.stages = block_m == 32 ? 3 : 2;
+  return s;
+}
+
+// A packed group of more than 16 rows whose 16-row items overflow the SMs (spec_for below).
+// Measured on an H100 on bench/gpu/packed-groups.json (docs/performance.md, "Long packed
+// groups"), against the 64-row tiles this replaced where it departs from them:
+//  * splits of one 128-key block (B = 256, Lk = 100): a CTA's fixed cost is all there is;
+//    the tile with the fewer padded rows, 64 on a tie (fewer CTAs), with one warp per row
+//    tile: Hq = 48 / Hkv = 1 12.8 us instead of 17.4, Hq = 71 / 1 (D = 64) 13.0 instead of 19.8;
+//  * 64-row items that need a second wave (Falcon's 71 rows at B = 77, Lk = 1500: 154 items
+//    on 132 SMs) or leave half the SMs idle (one request over 64 splits): 32-row tiles,
+//    more CTAs: 19.6 us instead of 35.9, and 35.6 instead of 41.7 (Hq = 64 / 1, Lk = 100 000);
+//    128-row K/V tiles while one CTA per SM holds the items (D = 128) or the splits are
+//    long (D = 64, where two such CTAs fit an SM), 64-row ones otherwise;
+//  * otherwise the 64-row tiles: one wave over more than half the SMs, long splits
+//    (Hq = 48 / 1 at B = 77, Lk = 1500: 28.8 us against 32.4 in 32-row tiles).
+KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, std::int64_t sms) {
+  const int rows = decompose_work(shape, d, 16).rows_per_group;
+  const int block = decode_split_block(shape.head_dim);
+  const int nblk = (shape.seqlen_k + block - 1) / block;
+  const int keys = (nblk + d.num_splits - 1) / d.num_splits * block;  // per split
+  const std::int64_t items32 = decompose_work(shape, d, 32).items, items64 = decompose_work(shape, d, 64).items;
+  auto tiled = [&](int block_m, int block_n) {
+    return packed_rows_spec(shape.head_dim, query_dtype(shape), shape.dtype == Dtype::fp8, shape.page_size > 0,
+                            block_m, block_n);
+  };
+  auto padded = [rows](int m) { return (rows + m - 1) / m * m; };
+  if (shape.head_dim == 256) return decode_spec(shape, 64, false);
+  if (keys <= block) return padded(64) <= padded(32) ? tiled(64, 64) : tiled(32, 64);
+  if (items64 > sms || 2 * items64 <= num_sms) {
+    const bool wide = shape.head_dim == 64 ? keys >= 512 : items32 <= sms;
+    return tiled(32, wide ? 128 : 64);
+  }
+  return decode_spec(shape, 64, false);
 }
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
   check_supported(shape);
   const int rows = decompose_work(shape, Decision{1, pack_gqa, 0}, 16).rows_per_group;
-  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, rows <= 16 ? 16 : 64, false);
+  return decode_spec(shape, rows <= 16 ? 16 : 64, false);
 }
 
 KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
@@ -154,8 +210,8 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   const std::int64_t sms = std::max(1, num_sms - d.sm_margin);
   // Tiling the rows by 16 re-reads the KV of a group once per tile (through L2): worth it
   // only while it buys parallelism, i.e. while the 16-row items fit one wave.
-  const int block_m = rows16.rows_per_group > 16 && rows16.items > sms ? 64 : 16;
-  const std::int64_t items = block_m == 16 ? rows16.items : decompose_work(shape, d, block_m).items;
+  if (rows16.rows_per_group > 16 && rows16.items > sms) return long_group_spec(shape, d, num_sms, sms);
+  const std::int64_t items = rows16.items;
   // The variant sets the bytes in flight: a CTA keeps stages - 1 K/V tile pairs loading,
   // 128 KiB in the one-CTA-per-SM variant (128-row tiles, 3 stages), 64 KiB in the two-CTA
   // one (64-row tiles, 3 stages), 32 KiB in the three-CTA one (64-row tiles, 2 stages). An
@@ -175,30 +231,61 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // (Without a margin min(items, sms) <= half the SMs is the same test as items <= half.)
   const bool margin = d.sm_margin > 0;
   const bool few = 2 * std::min(items, sms) <= num_sms;
-  const bool dense = !margin && block_m == 16 && shape.head_dim == 128 && shape.page_size == 0 && items > sms &&
-                     items <= 3 * sms;
-  return decode_spec(shape.head_dim, shape.dtype, shape.page_size > 0, block_m, few, dense);
+  // (An fp8 cache has no three-CTA variant: its widening needs registers the 168 cap lacks,
+  // and the two-CTA one already keeps half as many bytes in flight.)
+  const bool dense = !margin && shape.head_dim == 128 && shape.page_size == 0 && shape.dtype != Dtype::fp8 &&
+                     items > sms && items <= 3 * sms;
+  return decode_spec(shape, 16, few, dense);
 }
 
 KernelSpec combine_spec_for(const Shape& shape) {
-  if (!supported_head_dim(shape.head_dim))
-    throw InputError("shape.head_dim: no kernel for " + std::to_string(shape.head_dim) + " (64, 128, 256)");
-  if (shape.dtype == Dtype::fp8) throw InputError("shape.dtype: fp8 has no kernel yet");
-  return combine_spec(shape.head_dim, shape.dtype);
+  check_supported(shape);
+  return combine_spec(shape.head_dim, query_dtype(shape));
+}
+
+KernelSpec with_tiling(KernelSpec s, std::string_view tiling) {
+  const std::string text(tiling);
+  std::size_t at = 0;
+  auto field = [&](char tag, bool optional) -> std::optional<int> {
+    if (at >= text.size() || text[at] != tag) {
+      if (optional) return std::nullopt;
+      throw InputError("tiling \"" + text + "\": expected '" + std::string(1, tag) + "' at character " +
+                       std::to_string(at + 1) + " (m<block_m>n<block_n>w<warps_m>x<warps_n>s<stages>[o<ctas>])");
+    }
+    std::size_t end = ++at;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    if (end == at || end - at > 3) throw InputError("tiling \"" + text + "\": no number after '" + tag + "'");
+    const int v = std::stoi(text.substr(at, end - at));
+    at = end;
+    return v;
+  };
+  s.block_m = *field('m', false);
+  s.block_n = *field('n', false);
+  s.warps_m = *field('w', false);
+  s.warps_n = *field('x', false);
+  s.stages = *field('s', false);
+  s.min_ctas_per_sm = field('o', true).value_or(1);
+  if (at != text.size()) throw InputError("tiling \"" + text + "\": unexpected \"" + text.substr(at) + "\"");
+  if (const std::string why = spec_error(s); !why.empty()) throw InputError("tiling \"" + text + "\": " + why);
+  return s;
 }
 
 std::vector<KernelSpec> all_kernel_specs() {
   std::vector<KernelSpec> out;
   for (int d : {64, 128, 256})
     for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
-      for (bool paged : {false, true}) {
-        for (bool latency : {false, true}) {
-          if (latency && d != 128) continue;  // the same tiles as the throughput variant
-          out.push_back(decode_spec(d, dt, paged, 16, latency));
+      for (bool fp8 : {false, true})
+        for (bool paged : {false, true}) {
+          for (bool latency : {false, true}) {
+            if (latency && d != 128) continue;  // the same tiles as the throughput variant
+            out.push_back(decode_spec(d, dt, fp8, paged, 16, latency));
+          }
+          if (d == 128 && !paged && !fp8) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
+          out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
+          if (d == 256) continue;
+          for (auto [block_m, block_n] : {std::pair{32, 64}, {32, 128}, {64, 64}})
+            out.push_back(packed_rows_spec(d, dt, fp8, paged, block_m, block_n));
         }
-        if (d == 128 && !paged) out.push_back(decode_spec(d, dt, paged, 16, false, true));
-        out.push_back(decode_spec(d, dt, paged, 64, false));
-      }
       out.push_back(combine_spec(d, dt));
     }
   return out;
@@ -237,6 +324,12 @@ DecodeParams decode_params_for(const Shape& shape, const Decision& decision, con
   p.lse_head_stride = shape.seqlen_q;
   p.lse_batch_stride = static_cast<std::int64_t>(shape.h_q) * shape.seqlen_q;
   p.page_table_batch_stride = max_pages;
+  if (shape.dtype == Dtype::fp8) {
+    // FA3's and vLLM's layout of the descales, [B, Hkv]; one value per tensor is the same
+    // call with both strides 0.
+    p.descale_batch_stride = shape.h_kv;
+    p.descale_head_stride = 1;
+  }
 
   const WorkDecomposition w = decompose_work(shape, d, spec.block_m);
   p.heads_per_group = w.heads_per_group;

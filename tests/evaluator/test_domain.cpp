@@ -192,6 +192,28 @@ TEST(DomainSampler, UniformAndListedValues) {
   EXPECT_EQ(batches, (std::set<int>{1, 3, 200}));
 }
 
+TEST(DomainSampler, AnFp8CacheDrawsItsQueryDtype) {
+  auto j = nlohmann::json::parse(kDomain);
+  j["domain"]["dtype"] = nlohmann::json::parse(R"(["bf16", "fp8"])");
+  j["domain"]["q_dtype"] = nlohmann::json::parse(R"(["bf16", "fp16"])");
+  const Workload w = parse_workload(j.dump(), "d.json", "d");
+  std::set<std::pair<Dtype, Dtype>> kinds;
+  for (const auto& s : w.shapes) {
+    kinds.insert({s.dtype, s.q_dtype});
+    EXPECT_TRUE(domain_contains(*w.domain, s));
+  }
+  // A 16-bit cache keeps q_dtype unset; an fp8 one draws both query dtypes.
+  EXPECT_EQ(kinds, (std::set<std::pair<Dtype, Dtype>>{
+                       {Dtype::bf16, Dtype::bf16}, {Dtype::fp8, Dtype::bf16}, {Dtype::fp8, Dtype::fp16}}));
+  Shape fp16_cache = w.shapes[0];
+  fp16_cache.dtype = Dtype::fp16;
+  EXPECT_FALSE(domain_contains(*w.domain, fp16_cache));
+  EXPECT_EQ(error_of(with("q_dtype", R"("fp16")")),
+            "d.json: $.domain.q_dtype: only an fp8 KV cache (dtype \"fp8\") takes a query dtype");
+  j["domain"]["q_dtype"] = "fp8";
+  EXPECT_EQ(error_of(j.dump()), "d.json: $.domain.q_dtype: queries are bf16 or fp16");
+}
+
 TEST(DomainSampler, AskingForMoreThanTheDomainHoldsIsAnError) {
   Domain d = test_domain();
   d.models.resize(1);

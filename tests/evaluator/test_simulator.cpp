@@ -171,9 +171,10 @@ TEST(WaveModel, QuantizationStepAtTheSmCount) {
     Shape s;
     Decision d;
   };
-  // Four packed KV heads with one split, or one KV head cut into four splits.
+  // Four packed KV heads with one split, or one KV head cut into four splits (16 rows: one
+  // row tile whatever the grid).
   for (const Case& c : {Case{"h_kv=4 packed", shape(1, 4096, 64, 4), dec(1, true, 0)},
-                        Case{"h_kv=1 4 splits", shape(1, 4096, 64, 1), dec(4, true, 0)}}) {
+                        Case{"h_kv=1 4 splits", shape(1, 4096, 16, 1), dec(4, true, 0)}}) {
     auto at = [&](int batch) {
       Shape s = c.s;
       s.batch = batch;
@@ -252,6 +253,29 @@ TEST(WaveModel, SaturatedKvStreamsNearTheAchievableBandwidth) {
   const double tb_per_s = static_cast<double>(p.kv_bytes_read) / seconds / 1e12;
   EXPECT_GT(tb_per_s, 2.6);
   EXPECT_LT(tb_per_s, h100.model.dram_efficiency * 3.35);
+}
+
+TEST(WaveModel, AnFp8CacheHalvesTheStreamAndPaysForItsWidening) {
+  SimProfile h100 = load_sim_profile("h100-sxm");
+  Shape big = shape(32, 8192, 64, 8);  // 1.07 GB of bf16 KV: bandwidth-bound
+  Shape big8 = big;
+  big8.dtype = Dtype::fp8;
+  const double ratio = latency(h100, big8, dec(1)) / latency(h100, big, dec(1));
+  EXPECT_GT(ratio, 0.45);
+  EXPECT_LT(ratio, 0.6);
+  // A compute-bound CTA (one CTA's 128 tiles in a row, at a widening cost that exceeds its
+  // stream) pays fp8_tile_us per tile.
+  Shape lone = shape(1, 16384, 8, 1);
+  lone.dtype = Dtype::fp8;
+  h100.model.fp8_tile_us = 1.0;
+  const double before = latency(h100, lone, dec(1));
+  h100.model.fp8_tile_us += 0.5;
+  EXPECT_NEAR(latency(h100, lone, dec(1)) - before, 0.5 * (16384 / 128), 1e-6);
+  Shape lone16 = lone;
+  lone16.dtype = Dtype::bf16;
+  const double bf16 = latency(h100, lone16, dec(1));
+  h100.model.fp8_tile_us += 0.5;
+  EXPECT_DOUBLE_EQ(latency(h100, lone16, dec(1)), bf16);  // a 16-bit cache does not
 }
 
 TEST(WaveModel, UnpackedGqaPaysForMoreCtas) {

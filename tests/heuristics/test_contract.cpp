@@ -71,6 +71,27 @@ TEST(Contract, ShapeRoundTripsThroughJson) {
   EXPECT_EQ(shape_from_json(to_json(s)), s);
 }
 
+TEST(Contract, AnFp8CacheCarriesItsQueryDtype) {
+  Shape s = paper_shape();
+  s.dtype = Dtype::fp8;
+  EXPECT_EQ(query_dtype(s), Dtype::bf16);
+  EXPECT_FALSE(to_json(s).contains("q_dtype"));  // the default keeps older shapes' keys
+  s.q_dtype = Dtype::fp16;
+  EXPECT_EQ(query_dtype(s), Dtype::fp16);
+  EXPECT_EQ(to_json(s).at("q_dtype"), "fp16");
+  EXPECT_EQ(shape_from_json(to_json(s)), s);
+  EXPECT_THAT(describe(s), HasSubstr("fp8 q=fp16"));
+  Shape half = paper_shape();
+  half.dtype = Dtype::fp16;
+  EXPECT_EQ(query_dtype(half), Dtype::fp16);
+  half.q_dtype = Dtype::fp16;  // a 16-bit cache takes no query dtype
+  EXPECT_THROW(validate(half), InputError);
+  EXPECT_THAT(error_of({{"seqlen_k", 512}, {"h_q", 64}, {"q_dtype", "fp16"}}),
+              HasSubstr("$.shapes[3].q_dtype: only an fp8 KV cache"));
+  EXPECT_THAT(error_of({{"seqlen_k", 512}, {"h_q", 64}, {"dtype", "fp8"}, {"q_dtype", "fp8"}}),
+              HasSubstr("$.shapes[3].q_dtype: must be \"bf16\" or \"fp16\""));
+}
+
 TEST(Contract, DecisionRoundTripsAndResolvesPackGqa) {
   Decision d{7, std::nullopt, 4};
   EXPECT_EQ(decision_from_json(to_json(d)), d);

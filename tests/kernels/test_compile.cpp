@@ -92,10 +92,10 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 18 per dtype: for D = 64 and 256, m16 and m64 per layout; for D = 128 also the
-  // 128-row-tile m16 per layout and the contiguous three-CTA variant; a combine per D.
-  // (54 while pack_gqa was a template argument that the kernel never read.)
-  EXPECT_EQ(all_kernel_specs().size(), 36u);
+  // 56 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
+  // contiguous three-CTA variant (16-bit KV); a combine per D.
+  EXPECT_EQ(all_kernel_specs().size(), 112u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The combine kernel holds every split's LSE of its rows in shared memory.
@@ -140,8 +140,75 @@ TEST(KernelSpecs, SpecForPicksTheRowTile) {
               EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
             }
         }
+  // An fp8 cache: the fp8-KV variant of the query dtype, among the compiled ones.
   s.dtype = Dtype::fp8;
-  EXPECT_THROW(spec_for(s, true), InputError);
+  for (Dtype q : {Dtype::bf16, Dtype::fp16}) {
+    s.q_dtype = q;
+    for (int batch : {1, 34, 200}) {
+      s.batch = batch;
+      const KernelSpec k = spec_for(s, Decision{1, true, 0}, 132);
+      EXPECT_TRUE(k.fp8_kv);
+      EXPECT_EQ(k.dtype, q);
+      EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+      EXPECT_EQ(combine_spec_for(s).dtype, q);
+    }
+  }
+}
+
+TEST(KernelSpecs, Fp8VariantsStageHalfTheBytesAndWidenIntoOneTilePair) {
+  const auto all = all_kernel_specs();
+  for (const KernelSpec& k : all) {
+    if (!k.fp8_kv) continue;
+    KernelSpec wide = k;
+    wide.fp8_kv = false;
+    const DecodeSmemLayout l8 = decode_smem_layout(k.head_dim, k.block_m, k.block_n, k.warps_n, k.stages, k.paged, 1);
+    const DecodeSmemLayout l16 =
+        decode_smem_layout(k.head_dim, k.block_m, k.block_n, k.warps_n, k.stages, k.paged, 2);
+    EXPECT_EQ(l8.wide - l8.tiles, k.stages * k.block_n * k.head_dim * 2) << k.name();  // half of 16-bit stages
+    EXPECT_GE(l8.total - l8.wide, 0) << k.name();
+    EXPECT_NE(k.name(), wide.name());
+    EXPECT_NE(std::find(all.begin(), all.end(), wide), all.end()) << k.name() << " has no 16-bit twin";
+    EXPECT_LE(k.smem_bytes(), l16.total) << k.name();
+  }
+  Shape s;
+  s.dtype = Dtype::fp8;
+  s.h_q = 8;
+  s.h_kv = 2;
+  s.batch = 3;
+  s.seqlen_k = 1000;
+  const DecodeParams p = decode_params_for(s, Decision{1, true, 0}, spec_for(s, true));
+  EXPECT_EQ(p.descale_batch_stride, 2);  // FA3's [B, Hkv]
+  EXPECT_EQ(p.descale_head_stride, 1);
+  s.dtype = Dtype::bf16;
+  EXPECT_EQ(decode_params_for(s, Decision{1, true, 0}, spec_for(s, true)).descale_batch_stride, 0);
+}
+
+TEST(KernelSpecs, WithTilingParsesTheVariantNamesTilingOrNamesWhatIsWrong) {
+  Shape s;
+  s.head_dim = 64;
+  s.h_q = 71;
+  s.h_kv = 1;
+  const KernelSpec base = spec_for(s, true);
+  const KernelSpec t = with_tiling(base, "m128n128w8x2s3");
+  EXPECT_EQ(t.block_m, 128);
+  EXPECT_EQ(t.warps_m, 8);
+  EXPECT_EQ(t.warps_n, 2);
+  EXPECT_EQ(t.min_ctas_per_sm, 1);
+  EXPECT_EQ(t.head_dim, 64);
+  EXPECT_NE(t.name().find("_m128n128_w8x2_s3"), std::string::npos) << t.name();
+  EXPECT_EQ(with_tiling(base, "m16n64w1x4s2o3").min_ctas_per_sm, 3);
+  auto error = [&](const char* tiling) {
+    try {
+      with_tiling(base, tiling);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error("m128w8x2s3").find("expected 'n' at character 5"), std::string::npos) << error("m128w8x2s3");
+  EXPECT_NE(error("m128n128w8x2s3z").find("unexpected \"z\""), std::string::npos);
+  EXPECT_NE(error("m48n128w3x2s3").find("threads must load whole"), std::string::npos) << error("m48n128w3x2s3");
+  EXPECT_NE(error("m32n128w1x4s3").find("block_m must be 16 * warps_m"), std::string::npos);
 }
 
 TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
@@ -217,6 +284,41 @@ TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
   s.batch = 1;
   EXPECT_EQ(spec_for(s, Decision{8, true, 0}, 132).block_m, 16);   // 32 items
   EXPECT_EQ(spec_for(s, Decision{8, true, 120}, 132).block_m, 64);  // 32 items > 12 SMs
+}
+
+TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
+  auto spec = [](int batch, int seqlen_k, int h_q, int h_kv, int head_dim, int splits) {
+    Shape s;
+    s.batch = batch;
+    s.seqlen_k = seqlen_k;
+    s.h_q = h_q;
+    s.h_kv = h_kv;
+    s.head_dim = head_dim;
+    return spec_for(s, Decision{splits, true, 0}, 132);
+  };
+  auto tiling = [](const KernelSpec& k) {
+    return "m" + std::to_string(k.block_m) + "n" + std::to_string(k.block_n) + "w" + std::to_string(k.warps_m) + "x" +
+           std::to_string(k.warps_n) + "s" + std::to_string(k.stages);
+  };
+  // Splits of one block: the fewer padded rows (71 -> 96 in 32s, 128 in 64s; 48 -> 64 either
+  // way, 64 on a tie), one warp per row tile in 64s.
+  EXPECT_EQ(tiling(spec(256, 100, 71, 1, 64, 1)), "m32n64w2x2s3");
+  EXPECT_EQ(tiling(spec(256, 100, 48, 1, 128, 1)), "m64n64w4x1s2");
+  EXPECT_EQ(tiling(spec(64, 512, 64, 1, 128, 4)), "m64n64w4x1s2");
+  // 64-row items that need a second wave: 32-row tiles, 128-row K/V tiles for long splits
+  // at D = 64, 64-row ones when the 32-row items overflow one CTA per SM at D = 128.
+  EXPECT_EQ(tiling(spec(77, 1500, 71, 1, 64, 1)), "m32n128w2x2s3");   // 154 items of 64
+  EXPECT_EQ(tiling(spec(128, 300, 71, 1, 64, 1)), "m32n64w2x2s3");    // 300 keys
+  EXPECT_EQ(tiling(spec(77, 1500, 64, 2, 128, 1)), "m32n64w2x2s3");   // 154 items of 32
+  // Or that leave half the SMs idle: one request over 64 splits.
+  EXPECT_EQ(tiling(spec(1, 100000, 64, 1, 128, 64)), "m32n128w2x2s3");  // 128 items of 32
+  // One wave over more than half the SMs, long splits: the 64-row tiles.
+  EXPECT_EQ(tiling(spec(77, 1500, 48, 1, 128, 1)), "m64n128w4x2s3");
+  EXPECT_EQ(spec(128, 4096, 32, 1, 256, 1).block_m, 64);  // D = 256 keeps them
+  const auto all = all_kernel_specs();
+  for (const KernelSpec& k : {spec(256, 100, 71, 1, 64, 1), spec(256, 100, 48, 1, 128, 1), spec(77, 1500, 71, 1, 64, 1),
+                              spec(77, 1500, 64, 2, 128, 1), spec(1, 100000, 64, 1, 128, 64)})
+    EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
 }
 
 TEST(KernelSpecs, DecodeParamsCoverTheWork) {

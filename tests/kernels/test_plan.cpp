@@ -265,12 +265,15 @@ TEST(Plan, RealVariantResourcesComeFromTheKernelSpec) {
   EXPECT_EQ(p.smem_bytes_per_cta, spec.smem_bytes());
   EXPECT_EQ(p.kv_bytes_read, 4 * p.kv_footprint_bytes);  // each row tile streams the KV
 
-  // A large batch tiles by 64 rows (the 16-row items would not fit one wave).
-  EXPECT_EQ(kernel_resources(mqa(64, 8192), splits(1), hopper()).block_m, 64);
-  // No variant for fp8 or head_dim 96: the generic kernel.
+  // A large batch tiles by 32 rows: the 16-row items would not fit one wave, the 64-row
+  // ones would leave half the SMs idle.
+  EXPECT_EQ(kernel_resources(mqa(64, 8192), splits(1), hopper()).block_m, 32);
+  // An fp8 cache has its own variant, staging half the bytes; head_dim 96 has none (the
+  // generic kernel).
   Shape f8 = s;
   f8.dtype = Dtype::fp8;
-  EXPECT_EQ(kernel_resources(f8, splits(1), hopper()).smem_bytes_per_cta, 0);
+  EXPECT_EQ(kernel_resources(f8, splits(1), hopper()).smem_bytes_per_cta, spec_for(f8, splits(1), 132).smem_bytes());
+  EXPECT_TRUE(spec_for(f8, splits(1), 132).fp8_kv);
   Shape d96 = s;
   d96.head_dim = 96;
   EXPECT_EQ(kernel_resources(d96, splits(1), hopper()).smem_bytes_per_cta, 0);

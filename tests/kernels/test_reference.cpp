@@ -185,6 +185,26 @@ TEST(Reference, RefusesInconsistentInputs) {
   EXPECT_THROW(run(s, q, k, v, {5}), InputError);  // longer than seqlen_k
 }
 
+TEST(Dtype, E4m3DecodesEveryClassOfValue) {
+  EXPECT_EQ(e4m3_bits_to_float(0x38), 1.0f);          // exponent 7 = bias
+  EXPECT_EQ(e4m3_bits_to_float(0x3c), 1.5f);          // mantissa 4/8
+  EXPECT_EQ(e4m3_bits_to_float(0x7e), 448.0f);        // the largest finite value
+  EXPECT_EQ(e4m3_bits_to_float(0x08), 0x1.0p-6f);     // the smallest normal
+  EXPECT_EQ(e4m3_bits_to_float(0x01), 0x1.0p-9f);     // the smallest subnormal
+  EXPECT_EQ(e4m3_bits_to_float(0x07), 7 * 0x1.0p-9f);
+  EXPECT_EQ(e4m3_bits_to_float(0xb8), -1.0f);
+  EXPECT_TRUE(std::isnan(e4m3_bits_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(e4m3_bits_to_float(0xff)));
+  EXPECT_TRUE(std::signbit(e4m3_bits_to_float(0x80)));
+  // Every finite e4m3 value is exact in bf16 and fp16 (what the fp8 kernels rely on).
+  for (int b = 0; b < 256; ++b) {
+    const float f = e4m3_bits_to_float(static_cast<std::uint8_t>(b));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(round_to(Dtype::bf16, f), f) << b;
+    EXPECT_EQ(round_to(Dtype::fp16, f), f) << b;
+  }
+}
+
 TEST(Dtype, Bf16RoundsToNearestEven) {
   EXPECT_EQ(float_to_bf16_bits(1.0f), 0x3f80);
   EXPECT_EQ(float_to_bf16_bits(-2.0f), 0xc000);

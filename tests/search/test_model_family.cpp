@@ -63,7 +63,11 @@ nlohmann::json run(const ScratchDir& dir, const std::string& db_name, bool model
 
 TEST(LatencyFit, BeatsItsPriorOnTheSimulatorAndIsDeterministic) {
   const Workload w = load_workload("models-decode");
-  const std::vector<Shape> shapes(w.shapes.begin(), w.shapes.begin() + 80);
+  // Packed groups of more than 16 rows are left out: their row tiling follows the waves and
+  // the split length (kernel_spec.cpp, long_group_spec), which the model does not see.
+  std::vector<Shape> shapes;
+  for (const Shape& s : w.shapes)
+    if (features(s).qpk * s.seqlen_q <= 16 && shapes.size() < 80) shapes.push_back(s);
   const DeviceInfo hw = load_sim_profile("h100-sxm").device;
   const LatencyModel prior = prior_model(hw, {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}, {true, false}, {0});
   const LatencySamples samples = simulated(shapes, prior);

@@ -41,6 +41,8 @@ struct S {
   S& heads(int hq, int hkv) { s.h_q = hq; s.h_kv = hkv; return *this; }
   S& d(int v) { s.head_dim = v; return *this; }
   S& fp16() { s.dtype = Dtype::fp16; return *this; }
+  // An fp8 e4m3 KV cache under bf16 (or fp16) queries and outputs.
+  S& fp8(Dtype q = Dtype::bf16) { s.dtype = Dtype::fp8; s.q_dtype = q; return *this; }
   S& page(int v) { s.page_size = v; return *this; }
   S& noncausal() { s.causal = false; return *this; }
   operator Shape() const { return s; }

@@ -60,6 +60,9 @@ TEST(GpuReference, MatchesTheCpuFloat64Reference) {
       {"lq16 fewer keys than tokens", {S().b(2).lq(16).lk(7).heads(2, 1), {}}},
       {"noncausal lq4", {S().b(1).lq(4).lk(64).heads(3, 1).noncausal(), {}}},
       {"mqa long", {S().b(1).lk(4099).heads(16, 1), {}}},
+      {"fp8 per head", {S().b(3).lk(300).heads(8, 2).fp8(), {}}},
+      {"fp8 paged per tensor fp16 q", {S().b(4).lk(200).page(3).heads(4, 2).fp8(Dtype::fp16), {200, 1, 57, 130}, true}},
+      {"fp8 d64 paged 16", {S().b(2).lk(129).page(16).heads(6, 3).d(64).fp8(), {}}},
   };
   for (const auto& rc : cases) {
     SCOPED_TRACE(rc.name);

@@ -1,7 +1,8 @@
 // Every knob value class against the float32 reference on odd sizes (issue 3's list):
 // batch 3, 13; seqlen_k 1, 7, 97, 1000, 4099 and mixed per request; page sizes 1, 3, 16,
 // 256; qpk 1, 3, 7, 8, 16 and Hq=28/Hkv=4, Hq=71/Hkv=1; num_splits above nblk; sm_margin
-// 0 and 100; Lq 1, 4, 16; bf16 and fp16; head_dim 64, 128, 256. Check only (no timing),
+// 0 and 100; Lq 1, 4, 16; bf16 and fp16; head_dim 64, 128, 256; an fp8 KV cache with
+// per-head and per-tensor descales under bf16 and fp16 queries. Check only (no timing),
 // so the sweep stays well under a minute once the kernels are compiled.
 #include <sstream>
 
@@ -22,15 +23,19 @@ Decision dec(int splits, std::optional<bool> pack = std::nullopt, int margin = 0
 
 std::vector<SweepCase> sweep_cases() {
   std::vector<SweepCase> v;
-  auto add = [&](const std::string& cls, const Shape& s, const Decision& d, std::vector<int> lens = {}) {
+  auto add = [&](const std::string& cls, const Shape& s, const Decision& d, std::vector<int> lens = {},
+                 bool per_tensor = false) {
     std::ostringstream n;
     n << cls << "_b" << s.batch << "_lq" << s.seqlen_q << "_lk" << s.seqlen_k << "_h" << s.h_q << "x" << s.h_kv << "_d"
       << s.head_dim << "_" << to_string(s.dtype) << "_p" << s.page_size << "_s" << d.num_splits << "_pk"
-      << (d.pack_gqa ? (*d.pack_gqa ? "1" : "0") : "a") << "_m" << d.sm_margin << (s.causal ? "" : "_nc");
+      << (d.pack_gqa ? (*d.pack_gqa ? "1" : "0") : "a") << "_m" << d.sm_margin << (s.causal ? "" : "_nc")
+      << (s.dtype == Dtype::fp8 ? "_q" + std::string(to_string(s.q_dtype)) : "") << (per_tensor ? "_pt" : "");
     // A case listed under two classes is checked once per process: keep the first.
     for (const auto& o : v)
-      if (o.c.shape == s && o.c.seqlens == lens && resolve(o.d, s) == resolve(d, s)) return;
-    v.push_back({n.str(), MeasureCase{s, std::move(lens)}, d});
+      if (o.c.shape == s && o.c.seqlens == lens && o.c.per_tensor_descale == per_tensor &&
+          resolve(o.d, s) == resolve(d, s))
+        return;
+    v.push_back({n.str(), MeasureCase{s, std::move(lens), per_tensor}, d});
   };
   for (int b : {3, 13})
     for (int sp : {1, 4}) add("batch", S().b(b).lk(1000), dec(sp));
@@ -78,6 +83,32 @@ std::vector<SweepCase> sweep_cases() {
   for (int d : {64, 256})
     for (int page : {0, 16})
       for (int sp : {1, 4}) add("bf16", S().d(d).lk(1000).page(page), dec(sp));
+  // Long packed groups (kernel_spec.cpp, long_group_spec): every tiling, each dtype and KV
+  // layout, mixed lengths and Lq > 1.
+  add("long", S().b(77).heads(71, 1).d(64).lk(1500), dec(1));        // m32n128, D = 64
+  add("long", S().b(256).heads(71, 1).d(64).lk(100), dec(1));        // m32n64, D = 64
+  add("long", S().b(256).heads(48, 1).lk(100), dec(1));              // m64n64 w4x1
+  add("long", S().b(77).heads(64, 2).lk(1500), dec(1));              // m32n64, D = 128
+  add("long", S().heads(64, 1).lk(100000), dec(64));                 // m32n128, D = 128
+  add("long", S().b(13).heads(71, 1).d(64).lk(4099), dec(7), mixed);  // m32n128, mixed lengths
+  add("long", S().b(40).lq(4).heads(32, 4).lk(97), dec(1));          // 32 rows of 4 tokens
+  add("long", S().fp16().b(256).heads(48, 1).lk(100).page(3), dec(1));
+  add("long", S().fp8().b(77).heads(71, 1).d(64).lk(1500).page(16), dec(1));
+  add("long", S().fp8(Dtype::fp16).b(77).heads(64, 2).lk(1500), dec(2));
+  add("long", S().fp8().b(256).heads(48, 1).lk(100), dec(1), {}, true);
+  // fp8 KV: every variant family (D 64/128/256, m16/m64, latency, dense, paged), splits,
+  // mixed lengths, Lq > 1, both descale layouts and both query dtypes.
+  for (int d : {64, 128, 256})
+    for (int page : {0, 16})
+      for (int sp : {1, 4}) add("fp8", S().fp8().d(d).lk(1000).page(page), dec(sp));
+  add("fp8", S().fp8(Dtype::fp16).d(128).lk(1000), dec(3));
+  add("fp8", S().fp8(Dtype::fp16).d(64).lk(1000).page(3), dec(1));
+  add("fp8", S().fp8().b(2).heads(64, 1).lk(4099), dec(1), {}, true);  // m64, per tensor
+  add("fp8", S().fp8().heads(71, 1).lk(1000), dec(2, false));
+  add("fp8", S().fp8().b(34).heads(64, 8).lk(1000), dec(1));  // dense
+  add("fp8", S().fp8().b(13).lk(4099).page(16), dec(7), mixed, true);
+  add("fp8", S().fp8().lq(4).heads(16, 2).lk(500), dec(3));
+  add("fp8", S().fp8().b(13).lk(1000), dec(8, std::nullopt, 100));
   return v;
 }
 
@@ -89,7 +120,7 @@ TEST_P(GpuSweep, MatchesTheReference) {
   const Measurement m = gpu()->measure(sc.c, sc.d, check_only());
   EXPECT_TRUE(m.ok) << describe(sc.c.shape) << " " << describe(sc.d) << ": " << m.error;
   ASSERT_TRUE(m.rel_error.has_value()) << m.error;
-  EXPECT_LT(*m.rel_error, output_tolerance(sc.c.shape.dtype));
+  EXPECT_LT(*m.rel_error, output_tolerance(query_dtype(sc.c.shape)));
   RecordProperty("rel_error", std::to_string(*m.rel_error));
   if (m.plan.contains("gpu")) RecordProperty("kernel", m.plan["gpu"].value("decode_kernel", std::string()));
   ASSERT_FALSE(gpu()->unusable().has_value()) << *gpu()->unusable();
@@ -117,9 +148,6 @@ TEST(GpuRunner, RejectsWhatItCannotRunAsRows) {
   Measurement m = gpu()->measure(S().d(96), dec(1), check_only());
   EXPECT_FALSE(m.ok);
   EXPECT_NE(m.error.find("head_dim 96"), std::string::npos) << m.error;
-  Shape fp8 = S();
-  fp8.dtype = Dtype::fp8;
-  EXPECT_FALSE(gpu()->measure(fp8, dec(1), check_only()).ok);
   m = gpu()->measure(S(), dec(300), check_only());
   EXPECT_FALSE(m.ok);
   EXPECT_NE(m.error.find("num_splits"), std::string::npos) << m.error;

@@ -39,14 +39,20 @@ namespace evodispatch {
 struct MeasureCase {
   Shape shape;
   std::vector<int> seqlens;
+  // fp8 KV cache: one k and one v descale for the whole tensor (vLLM's per-tensor scale)
+  // instead of one per (request, KV head) (FA3's [B, Hkv]). The kernels run the same.
+  bool per_tensor_descale = false;
 };
 
-// Relative error bound of the numeric check: 1e-2 for bf16, 5e-3 for fp16.
+// Relative error bound of the numeric check, by the output's dtype (query_dtype): 1e-2 for
+// bf16, 5e-3 for fp16. An fp8 cache is checked against the reference on the dequantized
+// cache, which the kernels widen exactly, so the bound is the output's.
 double output_tolerance(Dtype);
 
 // What the float32 reference computed, with the inputs it read, as host data.
 struct ReferenceRun {
-  std::vector<float> q, k, v;    // dense layouts of DecodeParams; k/v paged when page_size > 0
+  std::vector<float> q, k, v;    // dense layouts of DecodeParams; k/v paged when page_size > 0,
+                                 // dequantized (stored value x descale) for an fp8 cache
   std::vector<int> seqlens;      // [B]
   std::vector<int> page_table;   // [B, max_pages] (paged)
   int max_pages = 0;

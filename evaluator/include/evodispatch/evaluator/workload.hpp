@@ -97,6 +97,7 @@ struct Domain {
   std::vector<int> tensor_parallel{1};
   DomainAxis batch, seqlen_k, seqlen_q;
   std::vector<Dtype> dtypes{Dtype::bf16};
+  std::vector<Dtype> q_dtypes{Dtype::bf16};  // the queries of an fp8 cache ("q_dtype")
   std::vector<int> page_sizes{0};
   std::size_t samples = 240;
   std::uint64_t seed = 1;

@@ -32,11 +32,15 @@ struct Shape {
   int h_q = 0;
   int h_kv = 0;
   int head_dim = 128;
-  Dtype dtype = Dtype::bf16;
+  Dtype dtype = Dtype::bf16;  // of q, k, v and out; fp8: an e4m3 KV cache, q and out q_dtype
   int page_size = 0;   // 0 = contiguous KV cache
   bool causal = true;  // causal masking among the seqlen_q new tokens
+  Dtype q_dtype = Dtype::bf16;  // fp8 only (bf16 or fp16); left bf16 for the 16-bit dtypes
   bool operator==(const Shape&) const = default;
 };
+
+// The element type of q and out: dtype, or q_dtype for an fp8 KV cache.
+Dtype query_dtype(const Shape&);
 
 // Features every policy and the built-in kernel derive from a shape.
 struct Features {

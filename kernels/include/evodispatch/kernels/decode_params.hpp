@@ -12,7 +12,8 @@
 
 namespace evodispatch {
 
-// Element type of q, k, v and out (the template argument of the kernels).
+// Element type of q and out (the template argument of the kernels); k and v are of the
+// same type, or fp8 e4m3 in the variants built for an fp8 KV cache.
 enum DecodeDtype : int { kDtypeBf16 = 0, kDtypeFp16 = 1 };
 
 // Threads of one combine CTA (DecodeParams is shared by both kernels).
@@ -29,6 +30,11 @@ struct DecodeParams {
   const void* v;              // as k
   const int* cache_seqlens;   // [B]: keys of request b, the Lq new tokens included
   const int* page_table;      // [B, max_pages] (paged only)
+  // fp8 KV cache only: the true K (V) of KV head h of request b is the stored value times
+  // k_descale[b * descale_batch_stride + h * descale_head_stride] (v_descale): FA3's
+  // [B, Hkv] tensors, or one value per tensor with both strides 0. Positive.
+  const float* k_descale;
+  const float* v_descale;
 
   // Outputs.
   void* out;                  // [B, Lq, Hq, D] in the input dtype
@@ -43,6 +49,7 @@ struct DecodeParams {
   long long out_batch_stride, out_row_stride, out_head_stride;
   long long lse_batch_stride, lse_head_stride;  // the Lq dimension is contiguous
   long long page_table_batch_stride;
+  long long descale_batch_stride, descale_head_stride;
 
   int batch, seqlen_q, h_q, h_kv, qpk;  // qpk = h_q / h_kv
   int page_size;                         // 0 = contiguous
@@ -66,12 +73,15 @@ struct DecodeParams {
 // Byte offsets of the decode kernel's dynamic shared memory, one 128-byte aligned region
 // each: the Q tile, the page-id table (paged only), per-row softmax statistics, and a
 // union of the K/V pipeline stages with the cross-warp reduction buffer (used only after
-// the last stage is consumed).
+// the last stage is consumed). An fp8 cache lands in its stages as stored (1 byte per
+// element, rows unswizzled); each tile is then widened into one 16-bit K/V tile pair
+// (`wide`, swizzled) that the tensor cores read.
 struct DecodeSmemLayout {
   int q;       // block_m x D elements, swizzled
   int table;   // stages x block_n x (page, row in page) ints
   int stats;   // warps_n x block_m (m, l) + block_m (1/l, lse) floats
-  int tiles;   // stages x (K tile, V tile), each block_n x D elements, swizzled
+  int tiles;   // stages x (K tile, V tile), each block_n x D elements of kv_bytes
+  int wide;    // fp8 only: one 16-bit (K tile, V tile) pair after `tiles`
   int reduce;  // warps_n x block_m x (D + 8) floats, aliases `tiles`
   int total;
 };
@@ -87,15 +97,18 @@ EVO_HD constexpr int evo_align128(int bytes) { return (bytes + 127) / 128 * 128;
 // accumulator fragment free of bank conflicts.
 EVO_HD constexpr int decode_reduce_row_floats(int head_dim) { return head_dim + 8; }
 
+// kv_bytes: 2 for a 16-bit cache, 1 for fp8.
 EVO_HD constexpr DecodeSmemLayout decode_smem_layout(int head_dim, int block_m, int block_n, int warps_n,
-                                                     int stages, bool paged) {
+                                                     int stages, bool paged, int kv_bytes = 2) {
   DecodeSmemLayout l{};
   l.q = 0;
   l.table = l.q + evo_align128(block_m * head_dim * 2);
   l.stats = l.table + (paged ? evo_align128(stages * block_n * 8) : 0);
   l.tiles = l.stats + evo_align128((2 * warps_n * block_m + 2 * block_m) * 4);
   l.reduce = l.tiles;
-  const int tiles_bytes = stages * 2 * block_n * head_dim * 2;
+  const int stage_bytes = stages * 2 * block_n * head_dim * kv_bytes;
+  l.wide = l.tiles + stage_bytes;
+  const int tiles_bytes = stage_bytes + (kv_bytes == 1 ? 2 * block_n * head_dim * 2 : 0);
   const int reduce_bytes = warps_n * block_m * decode_reduce_row_floats(head_dim) * 4;
   l.total = l.tiles + evo_align128(tiles_bytes > reduce_bytes ? tiles_bytes : reduce_bytes);
   return l;

@@ -1,9 +1,10 @@
 #pragma once
-// Host-side bf16 / fp16 conversions, round-to-nearest-even, bit-exact with the GPU's
+// Host-side bf16 / fp16 (and fp8 e4m3 to float) conversions, round-to-nearest-even, bit-exact with the GPU's
 // cvt.rn (NaN stays NaN, overflow goes to infinity, fp16 subnormals are kept).
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include <evodispatch/heuristics/contract.hpp>
 
@@ -44,6 +45,17 @@ inline float fp16_bits_to_float(std::uint16_t h) {
   }
   if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (man << 13));
   return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+// An fp8 e4m3 value (s eeee mmm, bias 7, subnormals at exponent 0, S.1111.111 NaN, no
+// infinity), exactly.
+inline float e4m3_bits_to_float(std::uint8_t x) {
+  const int e = (x >> 3) & 15, m = x & 7;
+  float v;
+  if (e == 15 && m == 7) v = std::numeric_limits<float>::quiet_NaN();
+  else if (e == 0) v = std::ldexp(static_cast<float>(m), -9);
+  else v = std::ldexp(static_cast<float>(8 + m), e - 10);
+  return (x & 0x80) ? -v : v;
 }
 
 inline std::uint16_t float_to_bits(Dtype d, float f) {

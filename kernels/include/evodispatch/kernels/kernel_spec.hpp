@@ -17,7 +17,8 @@ enum class KernelKind { decode, combine };
 struct KernelSpec {
   KernelKind kind = KernelKind::decode;
   int head_dim = 128;      // 64, 128 or 256
-  Dtype dtype = Dtype::bf16;
+  Dtype dtype = Dtype::bf16;  // of q and out (and of k and v unless fp8_kv): bf16 or fp16
+  bool fp8_kv = false;       // decode only: k and v are fp8 e4m3, with k/v descales
   // Decode only (a combine spec leaves them at these defaults). Packing the GQA group is
   // no template argument: the kernel takes its head groups from DecodeParams, so one
   // variant serves both pack_gqa values.
@@ -39,7 +40,8 @@ struct KernelSpec {
   // The registers per thread ptxas may use: 255, or less where min_ctas_per_sm asks.
   int max_registers() const;
 
-  // e.g. "decode_d128_bf16_contig_m16n128_w1x4_s3", "combine_d128_bf16".
+  // e.g. "decode_d128_bf16_contig_m16n128_w1x4_s3", "decode_d128_bf16_fp8kv_paged_...",
+  // "combine_d128_bf16".
   std::string name() const;
   // The template instantiation, as NVRTC's name expression (and lowered-name lookup) wants it.
   std::string kernel_expression() const;
@@ -57,14 +59,16 @@ std::string spec_error(const KernelSpec&);
 
 // The decode specialisation for a shape and a pack_gqa choice, throughput tiling: block_m
 // 16 when the CTA's rows (qpk * Lq packed, Lq unpacked) fit one mma tile, else 64 (4 x 2
-// warps, rows tiled over m). Throws InputError for fp8 or an unsupported head_dim.
+// warps, rows tiled over m). An fp8 shape gets the fp8-KV variant of its query dtype.
+// Throws InputError for an unsupported head_dim.
 KernelSpec spec_for(const Shape&, bool pack_gqa);
 
 // The specialisation the runner launches for a decision on a device of `num_sms` SMs
 // (the plan's KernelResources should come from it). Beyond spec_for it weighs the grid:
 // packed rows are tiled by 16 (more CTAs, each re-reading the group's KV through L2)
-// while the 16-row work items fit in one wave of num_sms - sm_margin SMs, by 64
-// otherwise; and at D = 128 it sizes the bytes in flight to the grid: 128-row tiles (one
+// while the 16-row work items fit in one wave of num_sms - sm_margin SMs; beyond, by 32 or
+// 64 after the padded rows, the waves and the keys per split (long_group_spec in
+// kernel_spec.cpp); and at D = 128 it sizes the bytes in flight to the grid: 128-row tiles (one
 // CTA per SM, half the per-tile latency) while the items fill at most half the SMs,
 // 64-row tiles in three stages (two CTAs per SM) up to one item per SM, two stages
 // (three CTAs per SM, contiguous KV) up to three per SM. Deterministic in (shape,
@@ -72,9 +76,17 @@ KernelSpec spec_for(const Shape&, bool pack_gqa);
 KernelSpec spec_for(const Shape&, const Decision&, int num_sms);
 KernelSpec combine_spec_for(const Shape&);
 
+// `decode` with the tiling of `tiling`, "m<block_m>n<block_n>w<warps_m>x<warps_n>s<stages>"
+// with an optional "o<min_ctas_per_sm>" (as in the variant names): how a kernel developer
+// measures a tiling spec_for would not choose (EVODISPATCH_DECODE_TILING, measuring.md).
+// Throws InputError naming the part that does not parse or spec_error's reason.
+KernelSpec with_tiling(KernelSpec decode, std::string_view tiling);
+
 // Every specialisation the runner may need, each once: decode for each head_dim x dtype x
-// layout x (m16, m64), plus the 128-row-tile m16 variants and the contiguous three-CTA
-// one at D = 128, and combine for each head_dim x dtype.
+// KV type (16-bit, fp8) x layout x (m16, m64), plus the 128-row-tile m16 variants and the
+// contiguous three-CTA one (16-bit KV) at D = 128, the long-group tilings at D = 64 and 128
+// (m32 with 64- and 128-row K/V tiles, m64 over 4 x 1 warps), and combine for each
+// head_dim x dtype.
 std::vector<KernelSpec> all_kernel_specs();
 
 // The launch-independent part of the parameters for a dense call: dimensions, the work

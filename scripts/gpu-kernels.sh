@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The kernel benchmarks of issue 18 (the kernels against cuDNN, and the fp8 KV cache), run
+# ON a GPU machine over a tree that carries build-gpu/ (see scripts/gpu-check.sh for how
+# it is built and precompiled here). Builds nothing. One or more steps:
+#
+#   bash scripts/gpu-kernels.sh tests      # the GPU tests (every knob and fp8 against the reference)
+#   bash scripts/gpu-kernels.sh fp8        # bench/gpu/fp8-shapes.json: fp8 against 16-bit caches
+#   bash scripts/gpu-kernels.sh tilings    # $TILINGS_WORKLOAD (bench/gpu/weak-shapes.json) under each tiling of $TILINGS
+#   bash scripts/gpu-kernels.sh cudnn      # paper-safety-160 and cliff-8k against cuDNN
+#   bash scripts/gpu-kernels.sh domain     # a fresh models-decode sample ($SAMPLES, seed $SEED) against cuDNN
+#
+# Every step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK: both)
+# and times SDPA's cuDNN on the same shapes in the same run (bench/gpu/sdpa_compare.py). Writes
+# into $OUT (default ./gpu-kernels-out): each step's bench JSON, its report (.md, .json) and
+# evodispatch.db.xz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu-env.sh
+gpu_paths
+gpu_env kernels "$root/$build/tests/test_evaluator_gpu"
+out=${OUT:-$root/gpu-kernels-out}
+mkdir -p "$out"
+[ -n "${DB:-}" ] && cp "$DB" "$db"
+splits=${SPLITS:-1,2,3,4,6,8,12,16,24,32}
+status=0
+step() { echo; echo "=== $* ($(date +%T))"; }
+oracle() {  # oracle WORKLOAD NAME [env...]: the best decision per shape, as JSON
+  local workload=$1 name=$2
+  shift 2
+  env "$@" "$bin" bench --workload "$workload" --policy oracle --oracle-splits "$splits" --oracle-pack "${PACK:-both}" \
+    --device cuda:0 --db "$db" --json >"$out/$name.json" 2>"$out/$name.log" || status=1
+  tail -n 2 "$out/$name.log"
+}
+compare() {  # compare NAME JSON...: cuDNN beside the oracle, with issue 18's summary
+  local name=$1
+  shift
+  local args=()
+  for j in "$@"; do args+=(--ours "$j"); done
+  python3 bench/gpu/sdpa_compare.py "${args[@]}" --backends cudnn --out "$out/$name.json" \
+    2>"$out/$name.log" >"$out/$name.md" || status=1
+  sed -n '/^| workload/,$p' "$out/$name.md"
+}
+
+for mode in "$@"; do
+  case "$mode" in
+    tests)
+      step "GPU tests"
+      "$root/$build/tests/test_evaluator_gpu" --gtest_filter="${GTEST_FILTER:--GpuPrecompile.*}" \
+        >"$out/gpu-tests.log" 2>&1 || status=1
+      grep -E "FAILED|PASSED|tests? ran" "$out/gpu-tests.log" | tail -n 30
+      ;;
+    fp8)
+      step "fp8 against 16-bit KV caches"
+      oracle bench/gpu/fp8-shapes.json oracle-fp8
+      compare report-fp8 "$out/oracle-fp8.json"
+      sed -n '/^| shape | 16-bit/,/^$/p' "$out/report-fp8.md"
+      ;;
+    tilings)
+      workload=${TILINGS_WORKLOAD:-bench/gpu/weak-shapes.json}
+      step "$workload under each tiling"
+      oracle "$workload" tiling-spec_for
+      compare report-tilings "$out/tiling-spec_for.json"
+      runs=(--run "spec_for=$out/tiling-spec_for.json")
+      for t in ${TILINGS:-m128n128w8x1s3 m64n128w4x1s3 m32n128w2x2s3 m16n64w1x4s3 m16n64w1x2s2 m32n64w2x2s3}; do
+        oracle "$workload" "tiling-$t" EVODISPATCH_DECODE_TILING="$t"
+        runs+=(--run "$t=$out/tiling-$t.json")
+      done
+      python3 bench/gpu/compare_tilings.py "${runs[@]}" --cudnn "$out/report-tilings.json" --out "$out/tilings.json" |
+        tee "$out/tilings.md"
+      ;;
+    cudnn)
+      step "paper-safety-160 and cliff-8k against cuDNN"
+      oracle paper-safety-160 oracle-safety-160
+      oracle cliff-8k oracle-cliff-8k
+      compare report-cudnn "$out/oracle-safety-160.json" "$out/oracle-cliff-8k.json"
+      ;;
+    domain)
+      step "a fresh models-decode sample against cuDNN"
+      python3 - "${SAMPLES:-120}" "${SEED:-18}" >"$out/models-decode-sample.json" <<'EOF'
+import json, sys
+w = json.load(open("evaluator/workloads/models-decode.json"))
+w["name"] = "models-decode-sample"
+w["domain"]["samples"], w["domain"]["seed"] = int(sys.argv[1]), int(sys.argv[2])
+json.dump(w, sys.stdout)
+EOF
+      oracle "$out/models-decode-sample.json" oracle-domain
+      compare report-domain "$out/oracle-domain.json"
+      ;;
+    *) echo "gpu-kernels: unknown step $mode (tests, fp8, tilings, cudnn, domain)" >&2; exit 2 ;;
+  esac
+done
+
+xz -T0 -c "$db" >"$out/evodispatch.db.xz" 2>/dev/null || gzip -c "$db" >"$out/evodispatch.db.gz"
+rm -rf "$work_cache"
+step "gpu-kernels: $([ $status -eq 0 ] && echo passed || echo FAILED) (results in $out)"
+exit $status
