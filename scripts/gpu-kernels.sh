@@ -7,6 +7,7 @@
 #   bash scripts/gpu-kernels.sh fp8        # bench/gpu/fp8-shapes.json: fp8 against 16-bit caches
 #   bash scripts/gpu-kernels.sh tilings    # $TILINGS_WORKLOAD (bench/gpu/weak-shapes.json) under each tiling of $TILINGS
 #   bash scripts/gpu-kernels.sh cudnn      # paper-safety-160 and cliff-8k against cuDNN
+#   bash scripts/gpu-kernels.sh weak       # bench/gpu/weak-shapes.json and packed-groups.json against cuDNN
 #   bash scripts/gpu-kernels.sh domain     # a fresh models-decode sample ($SAMPLES, seed $SEED) against cuDNN
 #
 # Every step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK: both)
@@ -74,6 +75,12 @@ for mode in "$@"; do
       oracle cliff-8k oracle-cliff-8k
       compare report-cudnn "$out/oracle-safety-160.json" "$out/oracle-cliff-8k.json"
       ;;
+    weak)
+      step "the weak classes' shapes against cuDNN"
+      oracle bench/gpu/weak-shapes.json oracle-weak
+      oracle bench/gpu/packed-groups.json oracle-packed
+      compare report-weak "$out/oracle-weak.json" "$out/oracle-packed.json"
+      ;;
     domain)
       step "a fresh models-decode sample against cuDNN"
       python3 - "${SAMPLES:-120}" "${SEED:-18}" >"$out/models-decode-sample.json" <<'EOF'
@@ -86,7 +93,7 @@ EOF
       oracle "$out/models-decode-sample.json" oracle-domain
       compare report-domain "$out/oracle-domain.json"
       ;;
-    *) echo "gpu-kernels: unknown step $mode (tests, fp8, tilings, cudnn, domain)" >&2; exit 2 ;;
+    *) echo "gpu-kernels: unknown step $mode (tests, fp8, tilings, cudnn, weak, domain)" >&2; exit 2 ;;
   esac
 done
 

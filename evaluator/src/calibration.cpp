@@ -28,7 +28,7 @@ std::vector<Knob> knobs() {
       {"sm_l2_bw_bytes_per_s", [](SimModel& m) -> double& { return m.sm_l2_bw_bytes_per_s; }, 1e9, 1e12},
       {"cta_start_us", [](SimModel& m) -> double& { return m.cta_start_us; }, 0.01, 50},
       {"tile_us", [](SimModel& m) -> double& { return m.tile_us; }, 0.005, 20},
-      {"fp8_tile_us", [](SimModel& m) -> double& { return m.fp8_tile_us; }, 0, 20},
+      {"fp8_stream_fraction", [](SimModel& m) -> double& { return m.fp8_stream_fraction; }, 0.2, 1.0},
       {"combine_cta_us", [](SimModel& m) -> double& { return m.combine_cta_us; }, 0.01, 50},
       {"combine_split_row_us", [](SimModel& m) -> double& { return m.combine_split_row_us; }, 1e-5, 1},
   };

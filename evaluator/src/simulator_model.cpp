@@ -23,8 +23,11 @@ Bandwidth kv_bandwidth(const SimProfile& prof, const Plan& p, L2Mode l2) {
   // a packed group tiled in several row tiles) run at the same time and hit in L2.
   const double from_dram = static_cast<double>(p.kv_footprint_bytes) / static_cast<double>(p.kv_bytes_read);
   auto mix = [from_dram](double dram, double l2) { return 1.0 / (from_dram / dram + (1.0 - from_dram) / l2); };
-  return {mix(m.dram_efficiency * prof.device.mem_bw_bytes_per_s, m.l2_bw_bytes_per_s),
-          mix(m.sm_dram_bw_bytes_per_s, m.sm_l2_bw_bytes_per_s)};
+  // An fp8 cache is widened in shared memory before the tensor cores read it: its bytes
+  // stream slower than 16-bit ones.
+  const double f = p.shape.dtype == Dtype::fp8 ? m.fp8_stream_fraction : 1.0;
+  return {f * mix(m.dram_efficiency * prof.device.mem_bw_bytes_per_s, m.l2_bw_bytes_per_s),
+          f * mix(m.sm_dram_bw_bytes_per_s, m.sm_l2_bw_bytes_per_s)};
 }
 
 // Work item i is split i % num_splits of its (request, head, row tile): consecutive items
@@ -34,8 +37,7 @@ class MainKernel {
  public:
   MainKernel(const SimProfile& prof, const Plan& p, L2Mode l2)
       : m_(prof.model), p_(p), bw_(kv_bandwidth(prof, p, l2)),
-        row_bytes_(2.0 * p.shape.head_dim * dtype_bytes(p.shape.dtype)),
-        tile_us_(m_.tile_us + (p.shape.dtype == Dtype::fp8 ? m_.fp8_tile_us : 0.0)) {}
+        row_bytes_(2.0 * p.shape.head_dim * dtype_bytes(p.shape.dtype)) {}
 
   double time_us() const {
     const std::int64_t slots = p_.slots, items = p_.work_items, splits = p_.num_splits;
@@ -72,14 +74,13 @@ class MainKernel {
     const double per_sm_active = static_cast<double>(ceil_div(active, p_.sms_used));
     const double cta_bw = std::min(bw_.per_sm / per_sm_active, bw_.global / static_cast<double>(active));
     const double load_us = static_cast<double>(rows) * row_bytes_ / cta_bw * 1e6;
-    return m_.cta_start_us + std::max(tiles * tile_us_, load_us);
+    return m_.cta_start_us + std::max(tiles * m_.tile_us, load_us);
   }
 
   const SimModel& m_;
   const Plan& p_;
   Bandwidth bw_;
   double row_bytes_;  // one KV row: K and V of one head
-  double tile_us_;    // compute per tile, with the widening of an fp8 one
 };
 
 double combine_us(const SimProfile& prof, const Plan& p) {

@@ -61,7 +61,7 @@ nlohmann::json to_json(const SimModel& m) {
           {"sm_l2_bw_bytes_per_s", m.sm_l2_bw_bytes_per_s},
           {"cta_start_us", m.cta_start_us},
           {"tile_us", m.tile_us},
-          {"fp8_tile_us", m.fp8_tile_us},
+          {"fp8_stream_fraction", m.fp8_stream_fraction},
           {"combine_cta_us", m.combine_cta_us},
           {"combine_split_row_us", m.combine_split_row_us},
           {"combine_ctas_per_sm", m.combine_ctas_per_sm},
@@ -88,7 +88,7 @@ SimModel sim_model_from_json(const nlohmann::json& j, const std::string& path) {
   m.sm_l2_bw_bytes_per_s = required_number(r, "sm_l2_bw_bytes_per_s", 1e6, kMaxBw);
   m.cta_start_us = required_number(r, "cta_start_us", 0, kMaxUs);
   m.tile_us = required_number(r, "tile_us", 0, kMaxUs);
-  m.fp8_tile_us = required_number(r, "fp8_tile_us", 0, kMaxUs);
+  m.fp8_stream_fraction = required_number(r, "fp8_stream_fraction", 0.01, 1);
   m.combine_cta_us = required_number(r, "combine_cta_us", 0, kMaxUs);
   m.combine_split_row_us = required_number(r, "combine_split_row_us", 0, kMaxUs);
   m.combine_ctas_per_sm = required_int(r, "combine_ctas_per_sm", 1, 64);

@@ -255,27 +255,18 @@ TEST(WaveModel, SaturatedKvStreamsNearTheAchievableBandwidth) {
   EXPECT_LT(tb_per_s, h100.model.dram_efficiency * 3.35);
 }
 
-TEST(WaveModel, AnFp8CacheHalvesTheStreamAndPaysForItsWidening) {
+TEST(WaveModel, AnFp8CacheHalvesTheBytesAndStreamsThemAtItsFraction) {
   SimProfile h100 = load_sim_profile("h100-sxm");
   Shape big = shape(32, 8192, 64, 8);  // 1.07 GB of bf16 KV: bandwidth-bound
   Shape big8 = big;
   big8.dtype = Dtype::fp8;
-  const double ratio = latency(h100, big8, dec(1)) / latency(h100, big, dec(1));
-  EXPECT_GT(ratio, 0.45);
-  EXPECT_LT(ratio, 0.6);
-  // A compute-bound CTA (one CTA's 128 tiles in a row, at a widening cost that exceeds its
-  // stream) pays fp8_tile_us per tile.
-  Shape lone = shape(1, 16384, 8, 1);
-  lone.dtype = Dtype::fp8;
-  h100.model.fp8_tile_us = 1.0;
-  const double before = latency(h100, lone, dec(1));
-  h100.model.fp8_tile_us += 0.5;
-  EXPECT_NEAR(latency(h100, lone, dec(1)) - before, 0.5 * (16384 / 128), 1e-6);
-  Shape lone16 = lone;
-  lone16.dtype = Dtype::bf16;
-  const double bf16 = latency(h100, lone16, dec(1));
-  h100.model.fp8_tile_us += 0.5;
-  EXPECT_DOUBLE_EQ(latency(h100, lone16, dec(1)), bf16);  // a 16-bit cache does not
+  const double bf16 = latency(h100, big, dec(1));
+  for (double fraction : {1.0, 0.68, 0.5}) {
+    h100.model.fp8_stream_fraction = fraction;
+    // Half the bytes at `fraction` of the bandwidth; the launch is the same either way.
+    EXPECT_NEAR(latency(h100, big8, dec(1)) / bf16, 0.5 / fraction, 0.02) << fraction;
+  }
+  EXPECT_DOUBLE_EQ(latency(h100, big, dec(1)), bf16);  // a 16-bit cache does not see it
 }
 
 TEST(WaveModel, UnpackedGqaPaysForMoreCtas) {

@@ -6,11 +6,12 @@
 //   latency = launch_first_us + main + [launch_extra_us + combine]   (combine iff splits > 1)
 // The main kernel's work items run in waves over the plan's slots (sms_used x CTAs per
 // SM); a wave lasts as long as its slowest CTA:
-//   cta = cta_start_us + max(tiles x (tile_us [+ fp8_tile_us]), KV bytes of its split / bandwidth per CTA)
+//   cta = cta_start_us + max(tiles x tile_us, KV bytes of its split / bandwidth per CTA)
 // where the CTAs of a wave that have KV to read share the bandwidth: none gets more than
 // its SM's share of the per-SM bandwidth, all together no more than the global bandwidth
 // (DRAM when cold, L2 when the call's KV fits in L2 and the L2 is hot; re-reads of the
-// same KV by unpacked query heads come from L2 either way). The combine kernel runs its
+// same KV by unpacked query heads come from L2 either way; an fp8 cache gets
+// fp8_stream_fraction of both). The combine kernel runs its
 // CTAs in waves too: combine_cta_us + splits x rows x combine_split_row_us each, and no
 // faster than moving the workspace and the output.
 //
@@ -40,7 +41,7 @@ struct SimModel {
   double sm_l2_bw_bytes_per_s = 100e9;    // the most one SM streams from L2
   double cta_start_us = 1.2;              // CTA prologue and epilogue: Q load, setup, output write
   double tile_us = 0.4;                   // compute per KV tile (MMA, softmax), overlapped with loads
-  double fp8_tile_us = 0.1;               // more per tile of an fp8 cache: widening it to 16 bits
+  double fp8_stream_fraction = 0.68;      // of those bandwidths an fp8 cache streams at (widened in smem)
   double combine_cta_us = 0.8;            // fixed cost of one combine CTA
   double combine_split_row_us = 0.005;    // merging one split's partial of one query row
   int combine_ctas_per_sm = 8;            // the combine kernel's occupancy (the plan's combine_slots)
