@@ -23,8 +23,8 @@ Bandwidth kv_bandwidth(const SimProfile& prof, const Plan& p, L2Mode l2) {
   // a packed group tiled in several row tiles) run at the same time and hit in L2.
   const double from_dram = static_cast<double>(p.kv_footprint_bytes) / static_cast<double>(p.kv_bytes_read);
   auto mix = [from_dram](double dram, double l2) { return 1.0 / (from_dram / dram + (1.0 - from_dram) / l2); };
-  // An fp8 cache is widened in shared memory before the tensor cores read it: its bytes
-  // stream slower than 16-bit ones.
+  // An fp8 cache is widened in registers before the tensor cores read it: its bytes stream
+  // a little slower than 16-bit ones.
   const double f = p.shape.dtype == Dtype::fp8 ? m.fp8_stream_fraction : 1.0;
   return {f * mix(m.dram_efficiency * prof.device.mem_bw_bytes_per_s, m.l2_bw_bytes_per_s),
           f * mix(m.sm_dram_bw_bytes_per_s, m.sm_l2_bw_bytes_per_s)};

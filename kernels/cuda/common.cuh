@@ -133,6 +133,11 @@ __device__ __forceinline__ uint4 lds_16(u32 addr) {
                : "memory");
   return v;
 }
+__device__ __forceinline__ u32 lds_4(u32 addr) {
+  u32 v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
 __device__ __forceinline__ void sts_16(u32 addr, u32 a, u32 b, u32 c, u32 d) {
   asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }

@@ -22,12 +22,15 @@
 // cp.async stores are free of bank conflicts.
 //
 // fp8 e4m3 KV cache (KV8): the stages hold K/V as stored, one byte per element, so the
-// bytes in flight cover twice the keys. Once a tile has landed, the CTA widens it into one
-// swizzled 16-bit tile pair, exactly (every e4m3 value is a bf16 and an fp16 value), and
-// the tensor-core code above runs unchanged on it. The descales never touch an element:
-// k_descale multiplies the softmax scale, v_descale the output's 1 / l. (Measured slower
-// on an H100, together: a widening on the integer and FMA pipes instead of cvt, and each
-// key slice widened by its own warps behind a barrier per slice: docs/performance.md.)
+// bytes in flight cover twice the keys, and the MMA fragments are widened in registers
+// (exactly: every e4m3 value is a bf16 and an fp16 value). ldmatrix reads a stored row's
+// bytes as pairs: for K that hands each lane four consecutive columns, a permutation of the
+// k16 step that the query's fragments follow; for V (transposed) two columns of two keys,
+// so the output tiles hold even and odd columns, put back in order by the epilogue. The
+// descales never touch an element: k_descale multiplies the softmax scale, v_descale the
+// output's 1 / l. (Measured slower on an H100: widening each landed tile into a 16-bit
+// tile in shared memory, 0.62-0.84x of bf16's time on 0.5-1 GB caches instead of
+// 0.51-0.58x; docs/performance.md.)
 #include "common.cuh"
 
 namespace evodispatch {
@@ -67,14 +70,17 @@ struct DecodeTraits {
   static_assert(kThreads >= 64 && kThreads <= 512, "2..16 warps");
   static_assert(kThreads % kKvChunks == 0 && BN % (kThreads / kKvChunks) == 0,
                 "every thread loads the same chunk of the same number of rows");
-  static_assert((2 * BN * kKvChunks) % kThreads == 0, "every thread widens as many fp8 chunks");
+  static_assert(!KV8 || kKvChunks >= 4, "an fp8 row is at least 4 chunks (the swizzle below)");
   static_assert(kSmem.total <= 227 * 1024, "Hopper gives one CTA at most 227 KiB of shared memory");
 };
 
-// Byte offset of 16-byte chunk `c` of row `r` in a swizzled tile.
+// Byte offset of 16-byte chunk `c` of row `r` in a swizzled tile. Rows of 8 chunks or more
+// XOR the chunk with r % 8; rows of 4 (fp8 at D = 64) pair up into 128-byte lines and XOR
+// with (r / 2) % 4. Either way 8 consecutive rows at one chunk hit 8 distinct bank groups.
 template <int ROW_BYTES>
 __device__ __forceinline__ u32 swz(int r, int c) {
-  return static_cast<u32>(r * ROW_BYTES + ((c ^ (r & 7)) << 4));
+  if constexpr (ROW_BYTES == 64) return static_cast<u32>(r * ROW_BYTES + ((c ^ ((r >> 1) & 3)) << 4));
+  else return static_cast<u32>(r * ROW_BYTES + ((c ^ (r & 7)) << 4));
 }
 
 // MIN_CTAS_: the CTAs per SM the variant is built for (registers capped to fit them).
@@ -101,7 +107,6 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
   float* const o_red = reinterpret_cast<float*>(smem + Tr::kSmem.reduce);  // [WN][BM][kOStride]
   const u32 q_base = smem_u32(q_smem);
   const u32 tiles_base = smem_u32(tiles);
-  const u32 wide_base = smem_u32(smem + Tr::kSmem.wide);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / WN, warp_n = warp % WN;
@@ -182,15 +187,10 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       return make_int2(pt[j / p.page_size], j % p.page_size);
     };
 
+    auto stage_at = [&](int r, int ch) -> u32 { return swz<kKvRowBytes>(r, ch); };
     // Issue the cp.async copies of K/V tile `tile` into its stage; past n_tiles, nothing
     // (the caller still commits an empty group so the group count stays uniform). Thread
-    // `tid` copies chunk tid % kChunks of rows tid / kChunks + it * kRowsPerPass.
-    // A stored K/V row in a stage: swizzled when 16-bit (ldmatrix reads it), as stored when
-    // fp8 (the widening reads whole chunks in order).
-    auto stage_at = [&](int r, int ch) -> u32 {
-      if constexpr (Tr::KV8) return static_cast<u32>(r * kKvRowBytes + ch * 16);
-      else return swz<kRowBytes>(r, ch);
-    };
+    // `tid` copies chunk tid % kKvChunks of rows tid / kKvChunks + it * kRowsPerPass.
     auto load_tile = [&](int tile) {
       if (tile >= n_tiles) return;
       const int stage = tile % STAGES;
@@ -226,26 +226,6 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
           cp_async_16(k_dst + stage_at(r, ch), valid ? kg + KVB * k_off + ch * 16 : kg, valid);
           cp_async_16(v_dst + stage_at(r, ch), valid ? vg + KVB * v_off + ch * 16 : vg, valid);
         }
-      }
-    };
-
-    // fp8: widen the landed tile `tile` into the 16-bit pair (16 stored elements of one
-    // chunk become chunks 2c and 2c + 1 of the wide row). The caller syncs around it.
-    auto widen_tile = [&](int tile) {
-      const u32 src = tiles_base + (tile % STAGES) * 2 * Tr::kKvTileBytes;
-      constexpr int kTileChunks = BN * kKvChunks;
-#pragma unroll
-      for (int x = tid; x < 2 * kTileChunks; x += kThreads) {
-        const int kv = x / kTileChunks, r = (x % kTileChunks) / kKvChunks, ch = x % kKvChunks;
-        const uint4 w = lds_16(src + kv * Tr::kKvTileBytes + r * kKvRowBytes + ch * 16);
-        u32 e[8];
-        widen_e4m3x4<DT_>(w.x, e[0], e[1]);
-        widen_e4m3x4<DT_>(w.y, e[2], e[3]);
-        widen_e4m3x4<DT_>(w.z, e[4], e[5]);
-        widen_e4m3x4<DT_>(w.w, e[6], e[7]);
-        const u32 dst = wide_base + kv * Tr::kTileBytes;
-        sts_16(dst + swz<kRowBytes>(r, 2 * ch), e[0], e[1], e[2], e[3]);
-        sts_16(dst + swz<kRowBytes>(r, 2 * ch + 1), e[4], e[5], e[6], e[7]);
       }
     };
 
@@ -300,6 +280,20 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     // Fragment address: rows [row, row + 16), chunks [ch, ch + 2) (row % 8 == 0, ch even).
     auto frag_a = [&](u32 base, int row, int ch) { return base + row * kRowBytes + (ch & ~7) * 16 + a_off[(ch & 7) >> 1]; };
     auto frag_b = [&](u32 base, int row, int ch) { return base + row * kRowBytes + (ch & ~7) * 16 + b_off[(ch & 7) >> 1]; };
+    // fp8 stage (rows of 8 chunks): matrix j of an x4 is rows [row + 8 (j % 2), + 8), chunk
+    // ch + j / 2, the four 8 x 8 pair tiles of two n8 (or k8) tiles by two chunks.
+    auto fp8_frag = [&](u32 base, int row, int ch) {
+      return base + swz<kKvRowBytes>(row + ((lane >> 3) & 1) * 8 + (lane & 7), ch + (lane >> 4));
+    };
+    // The query's A fragment of k16 step kk in the fp8 column order: a0/a1 hold columns
+    // 4t, 4t + 1 of the 16, a2/a3 columns 4t + 2, 4t + 3.
+    auto q_frag_fp8 = [&](int kk, u32 (&a)[4]) {
+      const int r = warp_m * 16 + g;
+      const u32 at = q_base + swz<kRowBytes>(r, 2 * kk + (t4 >> 1)) + 8 * (t4 & 1);
+      const u32 at_hi = q_base + swz<kRowBytes>(r + 8, 2 * kk + (t4 >> 1)) + 8 * (t4 & 1);
+      a[0] = lds_4(at), a[2] = lds_4(at + 4);
+      a[1] = lds_4(at_hi), a[3] = lds_4(at_hi + 4);
+    };
 
     for (int tile = 0; tile < n_tiles; ++tile) {
       // Page ids of the tile STAGES ahead: loaded now, stored after the math, so the
@@ -317,43 +311,70 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       __syncthreads();  // tile `tile` visible to all; everyone is done with tile - 1's stage
       load_tile(tile + STAGES - 1);
       cp_async_commit();
-      if constexpr (Tr::KV8) {
-        // Every warp is past tile - 1's math (the sync above), so the wide pair is free.
-        widen_tile(tile);
-        __syncthreads();
-      }
 
       if (warp_active) {
         if constexpr (Tr::kQInRegs) {
           if (tile == 0) {
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
-              ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), qf[kk][0], qf[kk][1], qf[kk][2],
-                      qf[kk][3]);
+            for (int kk = 0; kk < D / 16; ++kk) {
+              if constexpr (Tr::KV8) {
+                q_frag_fp8(kk, qf[kk]);
+              } else {
+                ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+              }
+            }
           }
         }
-        const u32 k_tile = Tr::KV8 ? wide_base : tiles_base + (tile % STAGES) * 2 * Tr::kTileBytes;
-        const u32 v_tile = k_tile + Tr::kTileBytes;
+        const u32 k_tile = tiles_base + (tile % STAGES) * 2 * Tr::kKvTileBytes;
+        const u32 v_tile = k_tile + Tr::kKvTileBytes;
         const int key0 = warp_n * KPW;  // this warp's first key in the tile
 
         // S = Q K^T over the warp's KPW keys.
         float s[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        if constexpr (Tr::KV8) {
+          // fp8 K straight from its stage: ldmatrix reads 8 keys x 16 bytes as 8 x 8 pairs,
+          // so lane (g, t) gets columns 4t .. 4t + 3 of key g, the B fragment of columns
+          // (4t, 4t + 1) and (4t + 2, 4t + 3): a permutation of the 16 the query follows.
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          u32 a[4];
-          if constexpr (Tr::kQInRegs) {
-            a[0] = qf[kk][0], a[1] = qf[kk][1], a[2] = qf[kk][2], a[3] = qf[kk][3];
-          } else {
-            ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), a[0], a[1], a[2], a[3]);
+          for (int kk = 0; kk < D / 16; kk += 2) {
+            u32 a0[4], a1[4];
+            if constexpr (Tr::kQInRegs) {
+#pragma unroll
+              for (int q = 0; q < 4; ++q) a0[q] = qf[kk][q], a1[q] = qf[kk + 1][q];
+            } else {
+              q_frag_fp8(kk, a0);
+              q_frag_fp8(kk + 1, a1);
+            }
+#pragma unroll
+            for (int n = 0; n < NT; n += 2) {
+              u32 r[4], b[8];
+              ldsm_x4(fp8_frag(k_tile, key0 + n * 8, kk), r[0], r[1], r[2], r[3]);
+#pragma unroll
+              for (int q = 0; q < 4; ++q) widen_e4m3x4<DT_>(r[q], b[2 * q], b[2 * q + 1]);
+              E::mma(s[n], a0, b[0], b[1]);
+              E::mma(s[n + 1], a0, b[2], b[3]);
+              E::mma(s[n], a1, b[4], b[5]);
+              E::mma(s[n + 1], a1, b[6], b[7]);
+            }
           }
-#pragma unroll
-          for (int n = 0; n < NT; n += 2) {
-            u32 b0, b1, b2, b3;
-            ldsm_x4(frag_b(k_tile, key0 + n * 8, 2 * kk), b0, b1, b2, b3);
-            E::mma(s[n], a, b0, b1);
-            E::mma(s[n + 1], a, b2, b3);
+        } else {
+  #pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk) {
+            u32 a[4];
+            if constexpr (Tr::kQInRegs) {
+              a[0] = qf[kk][0], a[1] = qf[kk][1], a[2] = qf[kk][2], a[3] = qf[kk][3];
+            } else {
+              ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), a[0], a[1], a[2], a[3]);
+            }
+  #pragma unroll
+            for (int n = 0; n < NT; n += 2) {
+              u32 b0, b1, b2, b3;
+              ldsm_x4(frag_b(k_tile, key0 + n * 8, 2 * kk), b0, b1, b2, b3);
+              E::mma(s[n], a, b0, b1);
+              E::mma(s[n + 1], a, b2, b3);
+            }
           }
         }
 
@@ -412,6 +433,24 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
           a[1] = E::pack(s[2 * kk][2], s[2 * kk][3]);
           a[2] = E::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
           a[3] = E::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+          if constexpr (Tr::KV8) {
+            // fp8 V straight from its stage, transposed as pairs: lane (g, t) gets columns
+            // 2g and 2g + 1 of keys 2t and 2t + 1. Bytes 0 and 2 are column 2g's B fragment,
+            // 1 and 3 column 2g + 1's: output tile 2c holds the even columns of chunk c, tile
+            // 2c + 1 the odd ones (the epilogue puts them back in order).
+#pragma unroll
+            for (int ch = 0; ch < D / 16; ch += 2) {
+              u32 r[4], e[4], od[4];
+              ldsm_x4_trans(fp8_frag(v_tile, key0 + kk * 16, ch), r[0], r[1], r[2], r[3]);
+#pragma unroll
+              for (int q = 0; q < 4; ++q) widen_e4m3x4<DT_>(__byte_perm(r[q], 0u, 0x3120), e[q], od[q]);
+              E::mma(o[2 * ch], a, e[0], e[1]);
+              E::mma(o[2 * ch + 1], a, od[0], od[1]);
+              E::mma(o[2 * ch + 2], a, e[2], e[3]);
+              E::mma(o[2 * ch + 3], a, od[2], od[3]);
+            }
+            continue;
+          }
 #pragma unroll
           for (int d = 0; d < DTL; d += 2) {
             u32 b0, b1, b2, b3;
@@ -462,12 +501,25 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     merge_row(r_lo, m_lo, sc_lo);
     merge_row(r_hi, m_hi, sc_hi);
     {
-      float* const lo = o_red + (warp_n * BM + r_lo) * kOStride + 2 * t4;
-      float* const hi = o_red + (warp_n * BM + r_hi) * kOStride + 2 * t4;
+      float* const lo = o_red + (warp_n * BM + r_lo) * kOStride;
+      float* const hi = o_red + (warp_n * BM + r_hi) * kOStride;
+      if constexpr (Tr::KV8) {
+        // Tiles 2c and 2c + 1 hold the even and odd columns of chunk c: columns 16c + 4t .. + 3.
 #pragma unroll
-      for (int d = 0; d < DTL; ++d) {
-        *reinterpret_cast<float2*>(lo + d * 8) = make_float2(o[d][0] * sc_lo, o[d][1] * sc_lo);
-        *reinterpret_cast<float2*>(hi + d * 8) = make_float2(o[d][2] * sc_hi, o[d][3] * sc_hi);
+        for (int ch = 0; ch < D / 16; ++ch) {
+          const float* const e = o[2 * ch];
+          const float* const od = o[2 * ch + 1];
+          *reinterpret_cast<float4*>(lo + ch * 16 + 4 * t4) =
+              make_float4(e[0] * sc_lo, od[0] * sc_lo, e[1] * sc_lo, od[1] * sc_lo);
+          *reinterpret_cast<float4*>(hi + ch * 16 + 4 * t4) =
+              make_float4(e[2] * sc_hi, od[2] * sc_hi, e[3] * sc_hi, od[3] * sc_hi);
+        }
+      } else {
+#pragma unroll
+        for (int d = 0; d < DTL; ++d) {
+          *reinterpret_cast<float2*>(lo + d * 8 + 2 * t4) = make_float2(o[d][0] * sc_lo, o[d][1] * sc_lo);
+          *reinterpret_cast<float2*>(hi + d * 8 + 2 * t4) = make_float2(o[d][2] * sc_hi, o[d][3] * sc_hi);
+        }
       }
     }
     __syncthreads();

@@ -41,7 +41,7 @@ struct SimModel {
   double sm_l2_bw_bytes_per_s = 100e9;    // the most one SM streams from L2
   double cta_start_us = 1.2;              // CTA prologue and epilogue: Q load, setup, output write
   double tile_us = 0.4;                   // compute per KV tile (MMA, softmax), overlapped with loads
-  double fp8_stream_fraction = 0.68;      // of those bandwidths an fp8 cache streams at (widened in smem)
+  double fp8_stream_fraction = 0.92;      // of those bandwidths an fp8 cache streams at (widened in registers)
   double combine_cta_us = 0.8;            // fixed cost of one combine CTA
   double combine_split_row_us = 0.005;    // merging one split's partial of one query row
   int combine_ctas_per_sm = 8;            // the combine kernel's occupancy (the plan's combine_slots)

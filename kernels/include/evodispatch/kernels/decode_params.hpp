@@ -74,14 +74,12 @@ struct DecodeParams {
 // each: the Q tile, the page-id table (paged only), per-row softmax statistics, and a
 // union of the K/V pipeline stages with the cross-warp reduction buffer (used only after
 // the last stage is consumed). An fp8 cache lands in its stages as stored (1 byte per
-// element, rows unswizzled); each tile is then widened into one 16-bit K/V tile pair
-// (`wide`, swizzled) that the tensor cores read.
+// element) and is widened in registers.
 struct DecodeSmemLayout {
   int q;       // block_m x D elements, swizzled
   int table;   // stages x block_n x (page, row in page) ints
   int stats;   // warps_n x block_m (m, l) + block_m (1/l, lse) floats
   int tiles;   // stages x (K tile, V tile), each block_n x D elements of kv_bytes
-  int wide;    // fp8 only: one 16-bit (K tile, V tile) pair after `tiles`
   int reduce;  // warps_n x block_m x (D + 8) floats, aliases `tiles`
   int total;
 };
@@ -106,9 +104,7 @@ EVO_HD constexpr DecodeSmemLayout decode_smem_layout(int head_dim, int block_m, 
   l.stats = l.table + (paged ? evo_align128(stages * block_n * 8) : 0);
   l.tiles = l.stats + evo_align128((2 * warps_n * block_m + 2 * block_m) * 4);
   l.reduce = l.tiles;
-  const int stage_bytes = stages * 2 * block_n * head_dim * kv_bytes;
-  l.wide = l.tiles + stage_bytes;
-  const int tiles_bytes = stage_bytes + (kv_bytes == 1 ? 2 * block_n * head_dim * 2 : 0);
+  const int tiles_bytes = stages * 2 * block_n * head_dim * kv_bytes;
   const int reduce_bytes = warps_n * block_m * decode_reduce_row_floats(head_dim) * 4;
   l.total = l.tiles + evo_align128(tiles_bytes > reduce_bytes ? tiles_bytes : reduce_bytes);
   return l;
