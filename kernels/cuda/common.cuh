@@ -124,22 +124,11 @@ __device__ __forceinline__ void widen_e4m3x4(u32 w, u32& lo, u32& hi) {
   }
 }
 
-// 16-byte shared-memory accesses by address (the conversions of an fp8 tile).
-__device__ __forceinline__ uint4 lds_16(u32 addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
+// A 4-byte shared-memory load by address (the query's fragments in the fp8 column order).
 __device__ __forceinline__ u32 lds_4(u32 addr) {
   u32 v;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
   return v;
-}
-__device__ __forceinline__ void sts_16(u32 addr, u32 a, u32 b, u32 c, u32 d) {
-  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
 // Reductions over the 4 lanes (t = 0..3) that hold one accumulator row.

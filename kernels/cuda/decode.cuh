@@ -49,7 +49,6 @@ struct DecodeTraits {
   static constexpr int kDTiles = D / 8;         // n8 output tiles per warp
   static constexpr int kChunks = D / 8;         // 16-byte chunks per 16-bit row
   static constexpr int kRowBytes = D * 2;
-  static constexpr int kTileBytes = BN * kRowBytes;  // a 16-bit K or V tile
   static constexpr int kKvBytes = KV8 ? 1 : 2;       // per stored K/V element
   static constexpr int kKvChunks = D * kKvBytes / 16;  // 16-byte chunks per stored K/V row
   static constexpr int kKvRowBytes = D * kKvBytes;
@@ -280,8 +279,8 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     // Fragment address: rows [row, row + 16), chunks [ch, ch + 2) (row % 8 == 0, ch even).
     auto frag_a = [&](u32 base, int row, int ch) { return base + row * kRowBytes + (ch & ~7) * 16 + a_off[(ch & 7) >> 1]; };
     auto frag_b = [&](u32 base, int row, int ch) { return base + row * kRowBytes + (ch & ~7) * 16 + b_off[(ch & 7) >> 1]; };
-    // fp8 stage (rows of 8 chunks): matrix j of an x4 is rows [row + 8 (j % 2), + 8), chunk
-    // ch + j / 2, the four 8 x 8 pair tiles of two n8 (or k8) tiles by two chunks.
+    // fp8 stage: matrix j of an x4 is rows [row + 8 (j % 2), + 8), chunk ch + j / 2, the four
+    // 8 x 8 pair tiles of two n8 (or k16) tiles by two chunks.
     auto fp8_frag = [&](u32 base, int row, int ch) {
       return base + swz<kKvRowBytes>(row + ((lane >> 3) & 1) * 8 + (lane & 7), ch + (lane >> 4));
     };
