@@ -45,8 +45,7 @@ std::string gib(double bytes) {
 std::string unsupported(const Shape& s, int cc) {
   if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256)
     return "head_dim " + std::to_string(s.head_dim) + " has no kernel (64, 128, 256)";
-  // The fp8 kernels widen e4m3 with cvt.rn.f16x2.e4m3x2, which sm_89 introduced.
-  if (s.dtype == Dtype::fp8 && cc < 89)
+  if (s.dtype == Dtype::fp8 && cc < kFp8KvMinCc)
     return "an fp8 KV cache needs compute capability 8.9 or later, this GPU has " + std::to_string(cc);
   return "";
 }
@@ -95,12 +94,11 @@ double output_tolerance(Dtype d) { return d == Dtype::fp16 ? 5e-3 : 1e-2; }
 
 std::vector<CompileUnit> gpu_runner_compile_units(std::string_view arch) {
   std::vector<CompileUnit> units;
-  // "sm_90a" -> 90: the fp8 variants need sm_89's e4m3 conversions.
-  int number = 0;
+  int cc = 0;  // "sm_90a" -> 90
   for (char ch : arch)
-    if (ch >= '0' && ch <= '9') number = number * 10 + (ch - '0');
+    if (ch >= '0' && ch <= '9') cc = cc * 10 + (ch - '0');
   for (const auto& spec : all_kernel_specs())
-    if (!spec.fp8_kv || number >= 89) units.push_back(compile_unit(spec, arch));
+    if (!spec.fp8_kv || cc >= kFp8KvMinCc) units.push_back(compile_unit(spec, arch));
   units.push_back(gpu::support_compile_unit(arch));
   return units;
 }

@@ -177,9 +177,9 @@ KernelSpec packed_rows_spec(int head_dim, Dtype dtype, bool fp8_kv, bool paged, 
 //    (Hq = 48 / 1 at B = 77, Lk = 1500: 28.8 us against 32.4 in 32-row tiles).
 KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, std::int64_t sms) {
   const int rows = decompose_work(shape, d, 16).rows_per_group;
-  const int block = decode_split_block(shape.head_dim);
-  const int nblk = (shape.seqlen_k + block - 1) / block;
-  const int keys = (nblk + d.num_splits - 1) / d.num_splits * block;  // per split
+  const Features f = features(shape);
+  const int block = f.block_n;  // the split block (decode_split_block)
+  const int keys = (f.nblk + d.num_splits - 1) / d.num_splits * block;  // per split
   const std::int64_t items32 = decompose_work(shape, d, 32).items, items64 = decompose_work(shape, d, 64).items;
   auto tiled = [&](int block_m, int block_n) {
     return packed_rows_spec(shape.head_dim, query_dtype(shape), shape.dtype == Dtype::fp8, shape.page_size > 0,

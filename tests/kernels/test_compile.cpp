@@ -291,13 +291,7 @@ TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
 
 TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
   auto spec = [](int batch, int seqlen_k, int h_q, int h_kv, int head_dim, int splits) {
-    Shape s;
-    s.batch = batch;
-    s.seqlen_k = seqlen_k;
-    s.h_q = h_q;
-    s.h_kv = h_kv;
-    s.head_dim = head_dim;
-    return spec_for(s, Decision{splits, true, 0}, 132);
+    return spec_for(Shape{batch, 1, seqlen_k, h_q, h_kv, head_dim}, Decision{splits, true, 0}, 132);
   };
   auto tiling = [](const KernelSpec& k) {
     return "m" + std::to_string(k.block_m) + "n" + std::to_string(k.block_n) + "w" + std::to_string(k.warps_m) + "x" +

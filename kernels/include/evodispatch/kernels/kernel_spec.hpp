@@ -14,6 +14,9 @@ namespace evodispatch {
 
 enum class KernelKind { decode, combine };
 
+// The fp8-KV variants widen e4m3 with cvt.rn.f16x2.e4m3x2, which sm_89 introduced.
+inline constexpr int kFp8KvMinCc = 89;
+
 struct KernelSpec {
   KernelKind kind = KernelKind::decode;
   int head_dim = 128;      // 64, 128 or 256
