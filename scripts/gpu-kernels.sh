@@ -7,7 +7,7 @@
 #   bash scripts/gpu-kernels.sh fp8        # bench/gpu/fp8-shapes.json: fp8 against 16-bit caches
 #   bash scripts/gpu-kernels.sh tilings    # $TILINGS_WORKLOAD (bench/gpu/weak-shapes.json) under each tiling of $TILINGS
 #   bash scripts/gpu-kernels.sh cudnn      # paper-safety-160 and cliff-8k against cuDNN
-#   bash scripts/gpu-kernels.sh weak       # bench/gpu/weak-shapes.json and packed-groups.json against cuDNN
+#   bash scripts/gpu-kernels.sh weak       # bench/gpu/{weak-shapes,packed-groups,long-requests,d64-shapes}.json against cuDNN
 #   bash scripts/gpu-kernels.sh domain     # a fresh models-decode sample ($SAMPLES, seed $SEED) against cuDNN
 #
 # Every step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK: both)
@@ -79,7 +79,9 @@ for mode in "$@"; do
       step "the weak classes' shapes against cuDNN"
       oracle bench/gpu/weak-shapes.json oracle-weak
       oracle bench/gpu/packed-groups.json oracle-packed
-      compare report-weak "$out/oracle-weak.json" "$out/oracle-packed.json"
+      oracle bench/gpu/long-requests.json oracle-long
+      oracle bench/gpu/d64-shapes.json oracle-d64
+      compare report-weak "$out/oracle-weak.json" "$out/oracle-packed.json" "$out/oracle-long.json" "$out/oracle-d64.json"
       ;;
     domain)
       step "a fresh models-decode sample against cuDNN"

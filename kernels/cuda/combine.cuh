@@ -4,40 +4,60 @@
 // A split whose LSE is -inf (empty, or every key masked for that row) contributes nothing
 // and its O is never read (the decode kernel does not write it for empty splits).
 //
-// Each row is D / 8 threads wide (within one warp), 8 floats (two 16-byte loads) per thread
-// per split; a grid of any size >= 1 walks the rows with a static stride, so the host can
-// cap it at SMs - sm_margin.
+// A row is L = combine_split_lanes(S, D) split lanes of D / 8 threads, each thread 8
+// floats (two 16-byte loads) per split; lane j merges splits j, j + L, ... with a running
+// maximum, and the lanes meet in shared memory. The loads are the cost here (a few bytes of
+// math per byte read), so a lane issues the LSE and O loads of kCombineSplitsPerLoad
+// splits before it waits on any: one memory round trip per kCombineSplitsPerLoad x L
+// splits (a loop of dependent loads took 11 us at 11 splits on an H100). A grid of any
+// size >= 1 walks the rows with a static stride, so the host can cap it at SMs - sm_margin.
 #include "common.cuh"
 
 namespace evodispatch {
 namespace dev {
 
+// Running softmax merge state of one thread: max LSE, sum of weights, 8 weighted floats.
+struct CombineState {
+  float m, l, acc[8];
+};
+
+// Folds (mo, lo, ao) into s; -inf maxima carry no weight (never a NaN from -inf - -inf).
+__device__ __forceinline__ void combine_merge(CombineState& s, float mo, float lo, const float* ao) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float mn = fmaxf(s.m, mo);
+  if (mn == neg_inf()) return;
+  const float a = s.m == neg_inf() ? 0.f : fast_exp2((s.m - mn) * kLog2e);
+  const float b = mo == neg_inf() ? 0.f : fast_exp2((mo - mn) * kLog2e);
+  s.l = s.l * a + lo * b;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) s.acc[k] = s.acc[k] * a + ao[k] * b;
+  s.m = mn;
+}
+
 template <int D, int DT>
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ DecodeParams p) {
-  constexpr int kThreadsPerRow = D / 8;
-  constexpr int kRowsPerCta = kCombineThreads / kThreadsPerRow;
-  constexpr int kBatch = 8;  // splits whose O loads are in flight together
-  static_assert(kCombineThreads % kThreadsPerRow == 0 && 32 % kThreadsPerRow == 0, "whole rows per warp");
+  constexpr int kChannels = D / 8;  // threads of one split lane
+  constexpr int kBatch = kCombineSplitsPerLoad;
   constexpr float kLog2e = 1.4426950408889634f;
+  static_assert(kCombineThreads % kChannels == 0, "whole lanes per CTA");
   using E = Elem<DT>;
-  // The LSE of every split of the CTA's rows, read once by the row's threads together.
-  __shared__ float lse_smem[kRowsPerCta][kMaxSplitsPerCall];
+  // Every thread's (m, l, acc) for the lanes' merge; [field][thread] keeps it conflict-free.
+  __shared__ float part[10][kCombineThreads];
 
+  const int S = p.num_splits;
+  const int L = combine_split_lanes(S, D);
+  const int rows_per_cta = kCombineThreads / (kChannels * L);
   const int total_rows = p.batch * p.seqlen_q * p.h_q;  // row = (b * Lq + i) * Hq + h
   const i64 split_rows = total_rows;                      // o_partial rows per split
   const i64 lse_split_stride = total_rows;                // lse_partial entries per split
-  const int ch = threadIdx.x % kThreadsPerRow, local_row = threadIdx.x / kThreadsPerRow;
-  const int S = p.num_splits;
-  float* const lse_row = lse_smem[local_row];
+  const int tid = threadIdx.x;
+  const int ch = tid % kChannels, lane = (tid / kChannels) % L, local_row = tid / (kChannels * L);
   wait_for_prerequisite_grids();  // the decode kernel's partials (see common.cuh)
 
-  // The loads are the cost here (a few bytes of math per byte read), so each row issues
-  // its first kBatch O loads and all its LSE loads before waiting on any: two memory
-  // round trips up to kBatch splits, one more per further kBatch (a loop of dependent
-  // loads took 11 us at 11 splits on an H100).
-  for (int base = blockIdx.x * kRowsPerCta; base < total_rows; base += gridDim.x * kRowsPerCta) {
+  // The row loop's trip count is the same for every thread of the CTA (the barriers below).
+  for (int base = blockIdx.x * rows_per_cta; base < total_rows; base += gridDim.x * rows_per_cta) {
     const int row = base + local_row;
-    const bool valid = row < total_rows;  // a short last tile: its threads still join the shuffles
+    const bool valid = row < total_rows;  // a short last tile: its threads still join the merge
     const int r = valid ? row : total_rows - 1;
     const int h = r % p.h_q;
     const int i = (r / p.h_q) % p.seqlen_q;
@@ -45,51 +65,61 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
     const float* const lse_s = p.lse_partial + (static_cast<i64>(b) * p.h_q + h) * p.seqlen_q + i;
     const float* const o_s = p.o_partial + static_cast<i64>(r) * D + ch * 8;
 
-    float4 u[kBatch], v[kBatch];
-    auto load_batch = [&](int s0) {
+    CombineState st{neg_inf(), 0.f, {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}};
+    for (int s0 = lane; s0 < S; s0 += L * kBatch) {
+      float ls[kBatch];
+      float4 u[kBatch], v[kBatch];
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        if (s0 + j < S) {
-          // An empty split's O is never written: whatever is there is read and then
-          // discarded by a select (never multiplied by a zero weight: it may be NaN).
-          const float* src = o_s + (s0 + j) * split_rows * D;
+      for (int j = 0; j < kBatch; ++j) {
+        const int s = s0 + j * L;
+        ls[j] = s < S ? lse_s[s * lse_split_stride] : neg_inf();
+        // An empty split's O is never written: whatever is there is read and then
+        // discarded by a branch (never multiplied by a zero weight: it may be NaN).
+        if (s < S) {
+          const float* src = o_s + s * split_rows * D;
           u[j] = *reinterpret_cast<const float4*>(src);
           v[j] = *reinterpret_cast<const float4*>(src + 4);
         }
-    };
-    load_batch(0);
-    float mx = neg_inf();
-    for (int s = ch; s < S; s += kThreadsPerRow) {
-      const float l = lse_s[s * lse_split_stride];
-      lse_row[s] = l;
-      mx = fmaxf(mx, l);
-    }
+      }
+      float mb = neg_inf();
 #pragma unroll
-    for (int off = kThreadsPerRow / 2; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    __syncwarp();  // the row's LSEs in shared memory
-
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    float l = 0.f;
-    for (int s0 = 0; s0 < S; s0 += kBatch) {
-      if (s0 > 0) load_batch(s0);
+      for (int j = 0; j < kBatch; ++j) mb = fmaxf(mb, ls[j]);
+      float lb = 0.f, ab[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const float ls = s0 + j < S ? lse_row[s0 + j] : neg_inf();
-        if (ls == neg_inf()) continue;  // empty split, or every key masked for this row
-        const float w = fast_exp2((ls - mx) * kLog2e);
-        l += w;
-        acc[0] += w * u[j].x, acc[1] += w * u[j].y, acc[2] += w * u[j].z, acc[3] += w * u[j].w;
-        acc[4] += w * v[j].x, acc[5] += w * v[j].y, acc[6] += w * v[j].z, acc[7] += w * v[j].w;
+        if (ls[j] == neg_inf()) continue;  // empty split, or every key masked for this row
+        const float w = fast_exp2((ls[j] - mb) * kLog2e);
+        lb += w;
+        ab[0] += w * u[j].x, ab[1] += w * u[j].y, ab[2] += w * u[j].z, ab[3] += w * u[j].w;
+        ab[4] += w * v[j].x, ab[5] += w * v[j].y, ab[6] += w * v[j].z, ab[7] += w * v[j].w;
       }
+      combine_merge(st, mb, lb, ab);
     }
-    __syncwarp();  // lse_row is rewritten by the next row of this thread group
-    if (!valid) continue;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+
+    if (L > 1) {  // the same L for the whole grid: every thread takes this branch or none
+      part[0][tid] = st.m;
+      part[1][tid] = st.l;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) part[2 + k][tid] = st.acc[k];
+      __syncthreads();
+      if (lane == 0)
+        for (int o = 1; o < L; ++o) {
+          const int t = tid + o * kChannels;
+          float ao[8];
+#pragma unroll
+          for (int k = 0; k < 8; ++k) ao[k] = part[2 + k][t];
+          combine_merge(st, part[0][t], part[1][t], ao);
+        }
+      __syncthreads();  // `part` is rewritten by the next row
+    }
+    if (!valid || lane != 0) continue;
+    const float inv = st.l > 0.f ? 1.f / st.l : 0.f;
+    const float* a = st.acc;
     const i64 off = b * p.out_batch_stride + i * p.out_row_stride + h * p.out_head_stride + ch * 8;
-    store_16(static_cast<char*>(p.out) + 2 * off, E::pack(acc[0] * inv, acc[1] * inv), E::pack(acc[2] * inv, acc[3] * inv),
-             E::pack(acc[4] * inv, acc[5] * inv), E::pack(acc[6] * inv, acc[7] * inv));
+    store_16(static_cast<char*>(p.out) + 2 * off, E::pack(a[0] * inv, a[1] * inv), E::pack(a[2] * inv, a[3] * inv),
+             E::pack(a[4] * inv, a[5] * inv), E::pack(a[6] * inv, a[7] * inv));
     if (p.lse && ch == 0)
-      p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + i] = l > 0.f ? mx + fast_log2(l) / kLog2e : neg_inf();
+      p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + i] = st.l > 0.f ? st.m + fast_log2(st.l) / kLog2e : neg_inf();
   }
 }
 

@@ -162,6 +162,17 @@ KernelSpec packed_rows_spec(int head_dim, Dtype dtype, bool fp8_kv, bool paged, 
   return s;
 }
 
+// 16-row tiles of two warps (64 threads) at D = 64, 64-row K/V tiles: three stages (four
+// CTAs per SM by shared memory), or two stages with six CTAs per SM.
+KernelSpec two_warp_rows_spec(Dtype dtype, int stages) {
+  KernelSpec s = decode_spec(64, dtype, false, false, 16, false);
+  s.block_n = 64;
+  s.warps_n = 2;
+  s.stages = stages;
+  s.min_ctas_per_sm = stages == 2 ? 6 : 1;
+  return s;
+}
+
 // A packed group of more than 16 rows whose 16-row items overflow the SMs (spec_for below).
 // Measured on an H100 on bench/gpu/packed-groups.json (docs/performance.md, "Long packed
 // groups"), against the 64-row tiles this replaced where it departs from them:
@@ -175,8 +186,19 @@ KernelSpec packed_rows_spec(int head_dim, Dtype dtype, bool fp8_kv, bool paged, 
 //    long (D = 64, where two such CTAs fit an SM), 64-row ones otherwise;
 //  * otherwise the 64-row tiles: one wave over more than half the SMs, long splits
 //    (Hq = 48 / 1 at B = 77, Lk = 1500: 28.8 us against 32.4 in 32-row tiles).
+// Before all of these, at D = 64 (16-bit, contiguous, no margin; bench/gpu/domain-misses.json,
+// Falcon-7B's 71 rows at B = 33..200, Lk = 1000..8000, on an H100): when the 16-row items
+// fill three to six small CTAs per SM in one wave, the two-warp 16-row tiles, which read
+// the group's KV once per 16 rows but keep every SM's warps busy: B=104 Lk=2684 39.4 us
+// instead of 49.1 (cuDNN 40.3), B=104 Lk=1000 18.7 instead of 24.4, B=150 Lk=2684 53.1
+// instead of 57.8 (six per SM). Fewer per SM leave the SMs short of warps (B=64 Lk=1000,
+// 320 items: 17.9 us against 15.0); more need a second wave of them.
 KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, std::int64_t sms) {
-  const int rows = decompose_work(shape, d, 16).rows_per_group;
+  const WorkDecomposition rows16 = decompose_work(shape, d, 16);
+  if (shape.head_dim == 64 && shape.dtype != Dtype::fp8 && shape.page_size == 0 && d.sm_margin == 0 &&
+      rows16.items > 3 * sms && rows16.items <= 6 * sms)
+    return two_warp_rows_spec(query_dtype(shape), rows16.items <= 4 * sms ? 3 : 2);
+  const int rows = rows16.rows_per_group;
   const Features f = features(shape);
   const int block = f.block_n;  // the split block (decode_split_block)
   const int keys = (f.nblk + d.num_splits - 1) / d.num_splits * block;  // per split
@@ -193,6 +215,29 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
     return tiled(32, wide ? 128 : 64);
   }
   return decode_spec(shape, 64, false);
+}
+
+// Head dim 64 with more 16-row items than SMs, a contiguous cache and no margin. The 128-row
+// three-stage tiles fit two CTAs per SM; 64-row tiles fit more, and that is what
+// such grids need (bench/gpu/d64-shapes.json under every tiling on an H100,
+// docs/performance.md "Head dim 64"):
+//  * three stages of 64 rows: 275.9 us instead of 286.5 at B=26 Lk=15605 Hq=128 Hkv=8 (208
+//    items), 442.5 instead of 454.2 at B=123 Lk=21394 Hq=8 Hkv=2; and where splits are one or
+//    two blocks long (the CTA's fixed cost is what counts) 18.9 instead of 25.0 at B=144
+//    Lk=104 Hq=128 Hkv=8, where the three-CTA tiles took 21.3;
+//  * two items per SM or more over longer splits: two stages, three CTAs per SM (the dense
+//    variant of D = 128, here with no upper bound): B=199 Lk=14991 Hq=64 Hkv=4 (796 items)
+//    1004.9 us instead of 1076.1, B=237 Lk=6020 Hq=14 Hkv=2 243.2 instead of 249.5, B=48
+//    Lk=1024 37.3 instead of 39.6. Under two per SM their single tile in flight starves the
+//    SMs that hold one CTA: B=46 Lk=641 Hq=64 Hkv=4 (184 items) 18.35 us against 16.77;
+//  * fp8: four stages of 64 rows: 96.4 us instead of 100.3 at B=16 Lk=16384 Hq=32 Hkv=8
+//    (2 splits), 365.7 instead of 383.8 at B=64 Lk=32768 Hq=16 Hkv=4.
+KernelSpec many_items_d64_spec(Dtype dtype, bool fp8_kv, bool three_ctas) {
+  KernelSpec s = decode_spec(64, dtype, fp8_kv, false, 16, false);
+  s.block_n = 64;
+  if (fp8_kv) s.stages = 4;
+  else if (three_ctas) s.stages = 2, s.min_ctas_per_sm = 3;
+  return s;
 }
 }  // namespace
 
@@ -229,6 +274,12 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // the three-CTA variant (a third of an SM's share).
   // (Without a margin min(items, sms) <= half the SMs is the same test as items <= half.)
   const bool margin = d.sm_margin > 0;
+  if (shape.head_dim == 64 && shape.page_size == 0 && !margin && items > sms) {
+    const Features f = features(shape);
+    const int blocks_per_split = (f.nblk + d.num_splits - 1) / d.num_splits;
+    return many_items_d64_spec(query_dtype(shape), shape.dtype == Dtype::fp8,
+                               blocks_per_split > 2 && items >= 2 * sms);
+  }
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
@@ -284,6 +335,11 @@ std::vector<KernelSpec> all_kernel_specs() {
           }
           if (d == 128 && !paged && !fp8) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
+          if (d == 64 && !paged)
+            for (bool three_ctas : {false, true})
+              if (!fp8 || !three_ctas) out.push_back(many_items_d64_spec(dt, fp8, three_ctas));
+          if (d == 64 && !paged && !fp8)
+            for (int stages : {2, 3}) out.push_back(two_warp_rows_spec(dt, stages));
           if (d == 256) continue;
           for (auto [block_m, block_n] : {std::pair{32, 64}, {32, 128}, {64, 64}})
             out.push_back(packed_rows_spec(d, dt, fp8, paged, block_m, block_n));

@@ -182,8 +182,11 @@ void plan_decode_grid(Plan& p) {
 void plan_combine(Plan& p, const KernelResources& res, int cc, std::int64_t query_rows) {
   p.combine = combine_runs(p.num_splits);
   if (!p.combine) return;
-  p.combine_ctas = ceil_div(query_rows, res.combine_rows_per_cta);
-  p.combine_rows_per_cta = static_cast<int>(std::min<std::int64_t>(res.combine_rows_per_cta, query_rows));
+  // A CTA's threads serve fewer rows when each row splits its splits among lanes.
+  const int lanes = combine_split_lanes(p.num_splits, p.shape.head_dim);
+  const int rows_per_cta = std::max(1, res.combine_rows_per_cta / lanes);
+  p.combine_ctas = ceil_div(query_rows, rows_per_cta);
+  p.combine_rows_per_cta = static_cast<int>(std::min<std::int64_t>(rows_per_cta, query_rows));
   p.combine_threads_per_cta = res.combine_threads_per_cta;
   const SmLimits sm = sm_limits(cc);
   p.combine_ctas_per_sm = res.combine_ctas_per_sm > 0

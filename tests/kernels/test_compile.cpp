@@ -92,14 +92,33 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 56 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 61 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
-  // contiguous three-CTA variant (16-bit KV); a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 112u);
+  // contiguous three-CTA variant (16-bit KV); D = 64's contiguous many-item tilings (two
+  // 16-bit, one fp8) and two-warp 16-row tilings (16-bit); a combine per D.
+  EXPECT_EQ(all_kernel_specs().size(), 122u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
-  // The combine kernel holds every split's LSE of its rows in shared memory.
+  // The kernels take every split count the contract allows.
   EXPECT_EQ(kMaxSplitsPerCall, kMaxSplits);
+}
+
+TEST(KernelSpecs, ManySplitsAreMergedByLanesOfOneRow) {
+  // Up to 8 splits, one lane: a single round trip already.
+  for (int d : {64, 128, 256}) EXPECT_EQ(combine_split_lanes(8, d), 1);
+  // Then lanes until one round trip covers every split...
+  EXPECT_EQ(combine_split_lanes(9, 128), 2);
+  EXPECT_EQ(combine_split_lanes(32, 128), 4);
+  EXPECT_EQ(combine_split_lanes(33, 128), 8);
+  // ... or the row fills the CTA (D / 8 threads per lane).
+  EXPECT_EQ(combine_split_lanes(128, 128), kCombineThreads / 16);
+  EXPECT_EQ(combine_split_lanes(128, 64), 16);
+  EXPECT_EQ(combine_split_lanes(256, 256), kCombineThreads / 32);
+  for (int d : {64, 128, 256})
+    for (int s = 1; s <= kMaxSplitsPerCall; ++s) {
+      const int lanes = combine_split_lanes(s, d);
+      EXPECT_EQ(kCombineThreads % (lanes * d / 8), 0) << "splits " << s << " D " << d;
+    }
 }
 
 TEST(KernelSpecs, SpecForPicksTheRowTile) {
@@ -171,6 +190,8 @@ TEST(KernelSpecs, Fp8VariantsStageHalfTheBytes) {
     EXPECT_EQ(k.smem_bytes(), l8.total) << k.name();
     EXPECT_LT(k.smem_bytes(), l16.total) << k.name();
     EXPECT_NE(k.name(), wide.name());
+    // Every fp8 tiling but D = 64's four-stage one (many items) is also a 16-bit one.
+    if (k.head_dim == 64 && k.stages == 4) continue;
     EXPECT_NE(std::find(all.begin(), all.end(), wide), all.end()) << k.name() << " has no 16-bit twin";
   }
   Shape s;
@@ -266,6 +287,35 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(9, 1).block_n, 64);
 }
 
+TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
+  // Hq=32, Hkv=8 at D = 64: 8 items per request and split.
+  auto at = [](int batch, int seqlen_k, int splits, Dtype dtype = Dtype::bf16, int page = 0, int margin = 0) {
+    Shape s{batch, 1, seqlen_k, 32, 8, 64, dtype, page, true};
+    return spec_for(s, Decision{splits, true, margin}, 132);
+  };
+  auto tiling = [](const KernelSpec& k) {
+    return "n" + std::to_string(k.block_n) + "s" + std::to_string(k.stages) + "o" + std::to_string(k.min_ctas_per_sm);
+  };
+  // Up to one item per SM: the 128-row three-stage tiles, two CTAs per SM.
+  EXPECT_EQ(tiling(at(16, 16384, 1)), "n128s3o1");  // 128 items
+  EXPECT_EQ(tiling(at(16, 16384, 1, Dtype::fp8)), "n128s3o1");
+  // More: three stages of 64 rows; from two items per SM on, splits of more than two
+  // blocks in the three-CTA tiles; fp8 in four stages of 64 rows.
+  EXPECT_EQ(tiling(at(17, 16384, 1)), "n64s3o1");  // 136 items
+  EXPECT_EQ(tiling(at(33, 16384, 1)), "n64s2o3");  // 264 items
+  EXPECT_EQ(tiling(at(160, 16384, 1)), "n64s2o3");  // 1280 items: no upper bound
+  EXPECT_EQ(tiling(at(160, 300, 1)), "n64s2o3");   // 3 blocks
+  EXPECT_EQ(tiling(at(160, 256, 1)), "n64s3o1");   // 2 blocks
+  EXPECT_EQ(tiling(at(16, 4096, 16)), "n64s3o1");  // 2048 items of 2 blocks
+  EXPECT_EQ(tiling(at(16, 16384, 2, Dtype::fp8)), "n64s4o1");
+  // Paged, or with a margin: as before.
+  EXPECT_EQ(tiling(at(17, 16384, 1, Dtype::bf16, 16)), "n128s3o1");
+  EXPECT_EQ(tiling(at(17, 16384, 1, Dtype::bf16, 0, 4)), "n128s3o1");
+  const auto all = all_kernel_specs();
+  for (const KernelSpec& k : {at(33, 16384, 1), at(160, 256, 1), at(16, 16384, 2, Dtype::fp8)})
+    EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+}
+
 TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
   Shape s;  // paper-table1: B=1, Lk=512, Hq=64, Hkv=1
   s.seqlen_k = 512;
@@ -305,10 +355,17 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
   // 64-row items that need a second wave: 32-row tiles, 128-row K/V tiles for long splits
   // at D = 64, 64-row ones when the 32-row items overflow one CTA per SM at D = 128.
   EXPECT_EQ(tiling(spec(77, 1500, 71, 1, 64, 1)), "m32n128w2x2s3");   // 154 items of 64
-  EXPECT_EQ(tiling(spec(128, 300, 71, 1, 64, 1)), "m32n64w2x2s3");    // 300 keys
+  EXPECT_EQ(tiling(spec(200, 300, 71, 1, 64, 1)), "m32n64w2x2s3");    // 300 keys
   EXPECT_EQ(tiling(spec(77, 1500, 64, 2, 128, 1)), "m32n64w2x2s3");   // 154 items of 32
   // Or that leave half the SMs idle: one request over 64 splits.
   EXPECT_EQ(tiling(spec(1, 100000, 64, 1, 128, 64)), "m32n128w2x2s3");  // 128 items of 32
+  // D = 64, 16-row items filling three to four (four to six) two-warp CTAs per SM.
+  EXPECT_EQ(tiling(spec(104, 2684, 71, 1, 64, 1)), "m16n64w1x2s3");  // 520 items of 16
+  EXPECT_EQ(tiling(spec(33, 2684, 71, 1, 64, 3)), "m16n64w1x2s3");   // 495 through the splits
+  EXPECT_EQ(tiling(spec(150, 2684, 71, 1, 64, 1)), "m16n64w1x2s2");  // 750
+  EXPECT_EQ(spec(150, 2684, 71, 1, 64, 1).min_ctas_per_sm, 6);
+  EXPECT_EQ(tiling(spec(200, 2684, 71, 1, 64, 1)), "m32n128w2x2s3");  // 1000: past six per SM
+  EXPECT_EQ(tiling(spec(64, 1000, 71, 1, 64, 1)), "m64n128w4x2s3");   // 320: under three
   // One wave over more than half the SMs, long splits: the 64-row tiles.
   EXPECT_EQ(tiling(spec(77, 1500, 48, 1, 128, 1)), "m64n128w4x2s3");
   EXPECT_EQ(spec(128, 4096, 32, 1, 256, 1).block_m, 64);  // D = 256 keeps them

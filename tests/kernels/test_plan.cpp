@@ -169,6 +169,16 @@ TEST(Plan, LargePackedGroupsAreTiledByBlockM) {
   EXPECT_EQ(p.combine_ctas, 2 * 2 * 128 / 8);
 }
 
+TEST(Plan, ManySplitsGiveEachCombineRowMoreThreads) {
+  // 64 rows, 32 splits at D = 128: 4 lanes of 16 threads per row, 2 rows per CTA.
+  const Plan p = generic_plan(mqa(1, 100000), splits(32), hopper());
+  EXPECT_EQ(p.combine_rows_per_cta, 2);
+  EXPECT_EQ(p.combine_ctas, 32);
+  EXPECT_EQ(p.combine_threads_per_cta, 128);
+  // 8 splits: one lane, 8 rows per CTA.
+  EXPECT_EQ(generic_plan(mqa(1, 100000), splits(8), hopper()).combine_ctas, 8);
+}
+
 TEST(Plan, OccupancyFollowsSharedMemoryAndTheCap) {
   // head_dim 64: 64 KiB of K/V stages + 8 KiB of Q: three fit in 228 KiB.
   Shape s = mqa(1, 512);

@@ -1,8 +1,8 @@
 // Every knob value class against the float32 reference on odd sizes (issue 3's list):
 // batch 3, 13; seqlen_k 1, 7, 97, 1000, 4099 and mixed per request; page sizes 1, 3, 16,
-// 256; qpk 1, 3, 7, 8, 16 and Hq=28/Hkv=4, Hq=71/Hkv=1; num_splits above nblk; sm_margin
-// 0 and 100; Lq 1, 4, 16; bf16 and fp16; head_dim 64, 128, 256; an fp8 KV cache with
-// per-head and per-tensor descales under bf16 and fp16 queries. Check only (no timing),
+// 256; qpk 1, 3, 7, 8, 16 and Hq=28/Hkv=4, Hq=71/Hkv=1; num_splits above nblk and many
+// splits over few rows; sm_margin 0 and 100; Lq 1, 4, 16; bf16 and fp16; head_dim 64, 128,
+// 256; an fp8 KV cache with per-head and per-tensor descales under bf16 and fp16 queries. Check only (no timing),
 // so the sweep stays well under a minute once the kernels are compiled.
 #include <sstream>
 
@@ -59,6 +59,12 @@ std::vector<SweepCase> sweep_cases() {
   for (int sp : {13, 64}) add("splits", S().lk(1000), dec(sp));
   add("splits", S().lk(1000).page(16), dec(64));
   add("splits", S().lk(1000).d(256), dec(17));
+  // Many splits over few rows: the combine's split lanes (combine_split_lanes), each lane
+  // merging one to three loads of 8 splits; empty splits and Lq > 1 among them.
+  for (int d : {64, 128, 256}) add("lanes", S().b(1).heads(4, 1).d(d).lk(20000), dec(96));
+  add("lanes", S().fp16().b(1).heads(4, 1).lk(100000), dec(256));
+  add("lanes", S().b(13).lq(4).heads(8, 1).lk(4099), dec(33), mixed);
+  add("lanes", S().fp8().b(1).heads(16, 1).d(64).lk(16383).page(16), dec(48));
   for (int margin : {0, 100, 131})
     for (int sp : {1, 8}) add("margin", S().b(13).lk(1000), dec(sp, std::nullopt, margin));
   for (int lq : {1, 4, 16})
@@ -93,9 +99,20 @@ std::vector<SweepCase> sweep_cases() {
   add("long", S().b(13).heads(71, 1).d(64).lk(4099), dec(7), mixed);  // m32n128, mixed lengths
   add("long", S().b(40).lq(4).heads(32, 4).lk(97), dec(1));          // 32 rows of 4 tokens
   add("long", S().fp16().b(256).heads(48, 1).lk(100).page(3), dec(1));
+  add("long", S().b(104).heads(71, 1).d(64).lk(300), dec(1));       // m16n64w1x2s3
+  add("long", S().fp16().b(150).heads(71, 1).d(64).lk(1000), dec(1));  // m16n64w1x2s2, six per SM
+  add("long", S().b(13).heads(71, 1).d(64).lk(4099), dec(10), mixed);  // six per SM, mixed lengths
   add("long", S().fp8().b(77).heads(71, 1).d(64).lk(1500).page(16), dec(1));
   add("long", S().fp8(Dtype::fp16).b(77).heads(64, 2).lk(1500), dec(2));
   add("long", S().fp8().b(256).heads(48, 1).lk(100), dec(1), {}, true);
+  // Head dim 64 with more items than SMs (many_items_d64_spec): 64-row three-stage tiles,
+  // three-CTA ones, fp8 in four stages; mixed lengths, Lq > 1.
+  add("d64many", S().b(40).heads(32, 8).d(64).lk(1000), dec(1));         // 320 items: three CTAs
+  add("d64many", S().fp16().b(20).heads(32, 8).d(64).lk(1000), dec(1));  // 160: three stages
+  add("d64many", S().b(40).heads(32, 8).d(64).lk(200), dec(1));          // two blocks: three stages
+  add("d64many", S().b(13).lq(4).heads(32, 8).d(64).lk(4099), dec(16), mixed);
+  add("d64many", S().fp8().b(40).heads(32, 8).d(64).lk(1000), dec(1));
+  add("d64many", S().fp8(Dtype::fp16).b(13).heads(32, 8).d(64).lk(4099), dec(3), mixed, true);
   // fp8 KV: every variant family (D 64/128/256, m16/m64, latency, dense, paged), splits,
   // mixed lengths, Lq > 1, both descale layouts and both query dtypes.
   for (int d : {64, 128, 256})

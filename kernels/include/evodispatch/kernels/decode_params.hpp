@@ -20,6 +20,20 @@ enum DecodeDtype : int { kDtypeBf16 = 0, kDtypeFp16 = 1 };
 constexpr int kCombineThreads = 128;
 // The most splits one call may have (the dispatch contract's kMaxSplits; a test checks).
 constexpr int kMaxSplitsPerCall = 256;
+// Splits whose partial O one combine thread loads at once (one memory round trip).
+constexpr int kCombineSplitsPerLoad = 8;
+
+// Threads of a combine row that split its splits among them ("split lanes"), each lane
+// head_dim / 8 threads wide. One lane walks the splits in round trips of
+// kCombineSplitsPerLoad; with few query rows and many splits (one long request on one KV
+// head) those round trips are the combine's whole time, so the lanes grow until one round
+// trip covers every split or the row fills the CTA. A power of two.
+EVO_HD constexpr int combine_split_lanes(int num_splits, int head_dim) {
+  const int max_lanes = kCombineThreads / (head_dim / 8);
+  int lanes = 1;
+  while (lanes < max_lanes && lanes * kCombineSplitsPerLoad < num_splits) lanes *= 2;
+  return lanes;
+}
 
 // One decode-attention call. Strides are in elements; the innermost (head_dim) dimension
 // must be contiguous and every row 16-byte aligned (the kernels load 16 bytes at a time).
