@@ -266,7 +266,7 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // (README, "Bytes in flight"). So the biggest tiles only while at most half the SMs have a
   // CTA, and the smallest once there are more CTAs than SMs, up to the three per SM the
   // dense variant holds. (Contiguous KV at D = 128: the paged loop's page ids spill at the
-  // dense variant's 168 registers, and D = 64 / 256 have one tiling.)
+  // dense variant's 168 registers; D = 64 has its own rule below, and D = 256 one tiling.)
   //
   // With an SM margin the grid holds one CTA per usable SM (grid_ctas_per_sm, plan.hpp), so
   // the bytes in flight are those of min(items, SMs - margin) CTAs: the 128-row tiles while
