@@ -2,8 +2,9 @@
 // batch 3, 13; seqlen_k 1, 7, 97, 1000, 4099 and mixed per request; page sizes 1, 3, 16,
 // 256; qpk 1, 3, 7, 8, 16 and Hq=28/Hkv=4, Hq=71/Hkv=1; num_splits above nblk and many
 // splits over few rows; sm_margin 0 and 100; Lq 1, 4, 16; bf16 and fp16; head_dim 64, 128,
-// 256; an fp8 KV cache with per-head and per-tensor descales under bf16 and fp16 queries. Check only (no timing),
-// so the sweep stays well under a minute once the kernels are compiled.
+// 256; an fp8 KV cache with per-head and per-tensor descales under bf16 and fp16 queries.
+// Check only (no timing), so the sweep stays well under a minute once the kernels are
+// compiled.
 #include <sstream>
 
 #include "gpu_support.hpp"
