@@ -149,6 +149,11 @@ KernelSpec decode_spec(const Shape& shape, int block_m, bool latency, bool dense
                      latency, dense);
 }
 
+// Split blocks (decode_split_block) per split: split s covers blocks [s * bps, (s + 1) * bps).
+int blocks_per_split(const Shape& shape, const Decision& d) {
+  return (features(shape).nblk + d.num_splits - 1) / d.num_splits;
+}
+
 // The tilings of packed groups of more than 16 rows (D = 64 and 128): 32 rows over 2 x 2
 // warps with 64- or 128-row K/V tiles, and, for splits of one block, 64 rows over 4 x 1
 // warps (a warp scores the whole tile, so nothing is merged across warps).
@@ -199,9 +204,8 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
       rows16.items > 3 * sms && rows16.items <= 6 * sms)
     return two_warp_rows_spec(query_dtype(shape), rows16.items <= 4 * sms ? 3 : 2);
   const int rows = rows16.rows_per_group;
-  const Features f = features(shape);
-  const int block = f.block_n;  // the split block (decode_split_block)
-  const int keys = (f.nblk + d.num_splits - 1) / d.num_splits * block;  // per split
+  const int block = features(shape).block_n;  // the split block (decode_split_block)
+  const int keys = blocks_per_split(shape, d) * block;  // per split
   const std::int64_t items32 = decompose_work(shape, d, 32).items, items64 = decompose_work(shape, d, 64).items;
   auto tiled = [&](int block_m, int block_n) {
     return packed_rows_spec(shape.head_dim, query_dtype(shape), shape.dtype == Dtype::fp8, shape.page_size > 0,
@@ -275,10 +279,8 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // (Without a margin min(items, sms) <= half the SMs is the same test as items <= half.)
   const bool margin = d.sm_margin > 0;
   if (shape.head_dim == 64 && shape.page_size == 0 && !margin && items > sms) {
-    const Features f = features(shape);
-    const int blocks_per_split = (f.nblk + d.num_splits - 1) / d.num_splits;
     return many_items_d64_spec(query_dtype(shape), shape.dtype == Dtype::fp8,
-                               blocks_per_split > 2 && items >= 2 * sms);
+                               blocks_per_split(shape, d) > 2 && items >= 2 * sms);
   }
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
@@ -335,11 +337,13 @@ std::vector<KernelSpec> all_kernel_specs() {
           }
           if (d == 128 && !paged && !fp8) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
-          if (d == 64 && !paged)
-            for (bool three_ctas : {false, true})
-              if (!fp8 || !three_ctas) out.push_back(many_items_d64_spec(dt, fp8, three_ctas));
-          if (d == 64 && !paged && !fp8)
-            for (int stages : {2, 3}) out.push_back(two_warp_rows_spec(dt, stages));
+          if (d == 64 && !paged) {
+            out.push_back(many_items_d64_spec(dt, fp8, false));
+            if (!fp8)
+              for (KernelSpec k : {many_items_d64_spec(dt, fp8, true), two_warp_rows_spec(dt, 2),
+                                   two_warp_rows_spec(dt, 3)})
+                out.push_back(k);
+          }
           if (d == 256) continue;
           for (auto [block_m, block_n] : {std::pair{32, 64}, {32, 128}, {64, 64}})
             out.push_back(packed_rows_spec(d, dt, fp8, paged, block_m, block_n));
