@@ -19,14 +19,34 @@ std::int64_t mul(std::int64_t a, std::int64_t b) { return a != 0 && b > kCap / a
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 struct Candidate {
-  std::int64_t rows, items, sms, slots, tiles, kib;
+  std::int64_t rows, sms, tiles, kib;
+  std::int64_t splits, loading;  // splits per (request, head) and those with keys to read
+  std::int64_t readers;          // CTAs reading the same KV at once: the first from DRAM, the rest from L2
 };
+
+// The kernel family holds more CTAs per SM when that makes its items one wave
+// (kernel_spec.cpp's dense variants); a margin runs one per SM.
+std::int64_t slots_of(const LatencyModel& m, const Shape& s, std::int64_t sms, int margin, std::int64_t items) {
+  if (margin > 0) return sms;
+  const std::int64_t slots = sms * std::max<std::int64_t>(1, m.ctas_per_sm * 128 / s.head_dim);
+  const std::int64_t dense = sms * std::max<std::int64_t>(1, m.dense_ctas_per_sm * 128 / s.head_dim);
+  return items > sms && items <= dense ? std::max(slots, items) : slots;
+}
 
 std::int64_t wave_ps(const LatencyModel& m, const Candidate& c, std::int64_t active) {
   const std::int64_t compute = mul(c.tiles, m.tile_ps + c.rows * m.row_ps);
-  const std::int64_t dram = mul(mul(c.kib, active), m.dram_ps_per_kib);
-  const std::int64_t sm = mul(mul(c.kib, ceil_div(active, c.sms)), m.sm_ps_per_kib);
+  const std::int64_t dram_ps = m.dram_ps_per_kib + (c.readers - 1) * m.l2_ps_per_kib;
+  const std::int64_t sm_ps = m.sm_ps_per_kib + (c.readers - 1) * m.sm_l2_ps_per_kib;
+  const std::int64_t dram = mul(mul(c.kib, ceil_div(active * c.loading, c.splits)), dram_ps) / c.readers;
+  const std::int64_t sm = mul(mul(c.kib, ceil_div(active, c.sms)), sm_ps) / c.readers;
   return m.cta_ps + std::max({compute, dram, sm});
+}
+
+std::int64_t combine_ps(const LatencyModel& m, const Shape& s, std::int64_t sms, std::int64_t k) {
+  const std::int64_t rows = std::int64_t{s.batch} * s.h_q * s.seqlen_q;
+  const std::int64_t rows_per_cta = model_combine_rows_per_cta(k, s.head_dim);
+  const std::int64_t waves = ceil_div(ceil_div(rows, rows_per_cta), sms * kModelCombineCtasPerSm);
+  return mul(waves, m.combine_ps + mul(k * std::min(rows_per_cta, rows), m.combine_row_ps));
 }
 
 std::string int_list(const std::vector<int>& v) {
@@ -36,6 +56,13 @@ std::string int_list(const std::vector<int>& v) {
 }
 
 }  // namespace
+
+std::int64_t model_combine_rows_per_cta(std::int64_t num_splits, std::int64_t head_dim) {
+  const std::int64_t max_lanes = kModelCombineRowsAtD1 / head_dim;
+  std::int64_t lanes = 1;
+  while (lanes < max_lanes && lanes * kModelCombineSplitsPerLoad < num_splits) lanes *= 2;
+  return std::max<std::int64_t>(1, max_lanes / lanes);
+}
 
 std::array<std::int64_t, kModelBoxQuantities> model_box_values(const Shape& s) {
   return {s.head_dim, s.seqlen_q, s.page_size, s.h_q / std::max(s.h_kv, 1), std::int64_t{s.batch} * s.h_kv, s.seqlen_k};
@@ -65,6 +92,7 @@ bool inside(const ModelBox& box, const Shape& s) {
 const std::vector<LatencyParameter>& latency_parameters() {
   static const std::vector<LatencyParameter> params = {
       {"ctas_per_sm", &LatencyModel::ctas_per_sm, 1, 64},
+      {"dense_ctas_per_sm", &LatencyModel::dense_ctas_per_sm, 1, 64},
       {"cta_ps", &LatencyModel::cta_ps, 0, 100'000'000},
       {"tile_ps", &LatencyModel::tile_ps, 0, 100'000'000},
       {"row_ps", &LatencyModel::row_ps, 0, 100'000'000},
@@ -72,6 +100,8 @@ const std::vector<LatencyParameter>& latency_parameters() {
       {"sm_ps_per_kib", &LatencyModel::sm_ps_per_kib, 0, 100'000'000},
       {"combine_ps", &LatencyModel::combine_ps, 0, 100'000'000},
       {"combine_row_ps", &LatencyModel::combine_row_ps, 0, 100'000'000},
+      {"l2_ps_per_kib", &LatencyModel::l2_ps_per_kib, 0, 100'000'000},
+      {"sm_l2_ps_per_kib", &LatencyModel::sm_l2_ps_per_kib, 0, 100'000'000},
       {"min_gain_permille", &LatencyModel::min_gain_permille, 0, 999},
   };
   return params;
@@ -100,15 +130,18 @@ std::int64_t predict_ps(const LatencyModel& m, const Shape& s, const DeviceInfo&
   const Features f = features(s);
   Candidate c;
   c.rows = pack ? std::int64_t{f.qpk} * s.seqlen_q : s.seqlen_q;
-  c.items = std::int64_t{s.batch} * (pack ? s.h_kv : s.h_q) * k;
+  const std::int64_t items = std::int64_t{s.batch} * (pack ? s.h_kv : s.h_q) * k;
   c.sms = hw.num_sms - margin;
-  c.slots = c.sms * (margin > 0 ? 1 : m.ctas_per_sm);
+  const std::int64_t slots = slots_of(m, s, c.sms, margin, items);
   c.tiles = ceil_div(f.nblk, k);
+  c.splits = k;
+  c.loading = ceil_div(f.nblk, c.tiles);
+  c.readers = pack ? 1 : f.qpk;
   const std::int64_t keys = std::min<std::int64_t>(s.seqlen_k, c.tiles * f.block_n);
   c.kib = ceil_div(keys * s.head_dim * 2 * dtype_bytes(s.dtype), 1024);
-  std::int64_t t = mul(c.items / c.slots, wave_ps(m, c, c.slots));
-  if (c.items % c.slots > 0) t += wave_ps(m, c, c.items % c.slots);
-  if (k > 1) t += m.combine_ps + mul(ceil_div(std::int64_t{s.batch} * s.h_q * s.seqlen_q * k, hw.num_sms), m.combine_row_ps);
+  std::int64_t t = mul(items / slots, wave_ps(m, c, slots));
+  if (items % slots > 0) t += wave_ps(m, c, items % slots);
+  if (k > 1) t += combine_ps(m, s, c.sms, k);
   return t;
 }
 
@@ -155,27 +188,50 @@ std::string render_lua(const LatencyModel& m, std::string_view baseline_source) 
   o << kBaselineOpen << baseline_source;
   if (!baseline_source.empty() && !baseline_source.ends_with('\n')) o << "\n";
   o << kBaselineClose;
+  o << "local COMBINE_ROWS_AT_D1, COMBINE_SPLITS_PER_LOAD, COMBINE_CTAS_PER_SM = " << kModelCombineRowsAtD1 << ", "
+    << kModelCombineSplitsPerLoad << ", " << kModelCombineCtasPerSm << "\n";
   o << R"LUA(local CAP = 1 << 60
 local function mul(a, b) if a ~= 0 and b > CAP // a then return CAP end return a * b end
 local function ceil_div(a, b) return (a + b - 1) // b end
 local function wave_ps(c, active)
   local compute = mul(c.tiles, M.tile_ps + c.rows * M.row_ps)
-  local dram = mul(mul(c.kib, active), M.dram_ps_per_kib)
-  local sm = mul(mul(c.kib, ceil_div(active, c.sms)), M.sm_ps_per_kib)
+  local dram_ps = M.dram_ps_per_kib + (c.readers - 1) * M.l2_ps_per_kib
+  local sm_ps = M.sm_ps_per_kib + (c.readers - 1) * M.sm_l2_ps_per_kib
+  local dram = mul(mul(c.kib, ceil_div(active * c.loading, c.splits)), dram_ps) // c.readers
+  local sm = mul(mul(c.kib, ceil_div(active, c.sms)), sm_ps) // c.readers
   return M.cta_ps + math.max(compute, dram, sm)
+end
+local function combine_ps(s, sms, k)
+  local rows = s.batch * s.h_q * s.seqlen_q
+  local max_lanes = COMBINE_ROWS_AT_D1 // s.head_dim
+  local lanes = 1
+  while lanes < max_lanes and lanes * COMBINE_SPLITS_PER_LOAD < k do lanes = lanes * 2 end
+  local rows_per_cta = math.max(1, max_lanes // lanes)
+  local waves = ceil_div(ceil_div(rows, rows_per_cta), sms * COMBINE_CTAS_PER_SM)
+  return mul(waves, M.combine_ps + mul(k * math.min(rows_per_cta, rows), M.combine_row_ps))
+end
+local function slots_of(s, sms, margin, items)
+  if margin > 0 then return sms end
+  local slots = sms * math.max(1, M.ctas_per_sm * 128 // s.head_dim)
+  local dense = sms * math.max(1, M.dense_ctas_per_sm * 128 // s.head_dim)
+  if items > sms and items <= dense then return math.max(slots, items) end
+  return slots
 end
 local function predict_ps(s, hw, k, pack, margin)
   local c = {}
   c.rows = pack and s.qpk * s.seqlen_q or s.seqlen_q
   local items = s.batch * (pack and s.h_kv or s.h_q) * k
   c.sms = hw.num_sms - margin
-  local slots = c.sms * (margin > 0 and 1 or M.ctas_per_sm)
+  local slots = slots_of(s, c.sms, margin, items)
   c.tiles = ceil_div(s.nblk, k)
+  c.splits = k
+  c.loading = ceil_div(s.nblk, c.tiles)
+  c.readers = pack and 1 or s.qpk
   local keys = math.min(s.seqlen_k, c.tiles * s.block_n)
   c.kib = ceil_div(keys * s.head_dim * 2 * (s.dtype == "fp8" and 1 or 2), 1024)
   local t = mul(items // slots, wave_ps(c, slots))
   if items % slots > 0 then t = t + wave_ps(c, items % slots) end
-  if k > 1 then t = t + M.combine_ps + mul(ceil_div(s.batch * s.h_q * s.seqlen_q * k, hw.num_sms), M.combine_row_ps) end
+  if k > 1 then t = t + combine_ps(s, c.sms, k) end
   return t
 end
 function dispatch(s, hw)

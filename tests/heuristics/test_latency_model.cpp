@@ -57,6 +57,8 @@ LatencyModel odd_model() {
   m.sm_ps_per_kib = 19000;
   m.combine_ps = 4100;
   m.combine_row_ps = 77;
+  m.l2_ps_per_kib = 97;
+  m.sm_l2_ps_per_kib = 1511;
   m.box[0] = {64, 128};    // head_dim
   m.box[1] = {1, 4};       // seqlen_q
   m.box[3] = {1, 32};      // qpk
@@ -121,6 +123,64 @@ TEST(LatencyModel, ItIsTheArgminOfItsPredictions) {
       for (bool p : m.pack_gqa)
         for (int k : m.splits) EXPECT_LE(chosen, predict_ps(m, s, h100(), k, p, g)) << describe(s);
   }
+}
+
+namespace {
+// A model whose every cost is zero but the ones a test names.
+LatencyModel costs_only(std::int64_t LatencyModel::*a, std::int64_t va, std::int64_t LatencyModel::*b = nullptr,
+                        std::int64_t vb = 0) {
+  LatencyModel m;
+  for (const auto& p : latency_parameters())
+    if (p.field != &LatencyModel::ctas_per_sm) m.*p.field = 0;
+  m.*a = va;
+  if (b) m.*b = vb;
+  return m;
+}
+}  // namespace
+
+TEST(LatencyModel, AnUnpackedGroupReadsItsKvFromDramOnceAndFromL2ForTheOtherHeads) {
+  // B=1 Lk=1024 Hq=8 Hkv=1 D=128: 8 blocks, 512 KiB of K and V.
+  const Shape s = decode(1, 1024, 8, 1);
+  LatencyModel m = costs_only(&LatencyModel::dram_ps_per_kib, 300, &LatencyModel::l2_ps_per_kib, 100);
+  EXPECT_EQ(predict_ps(m, s, h100(), 1, true, 0), 512 * 300);
+  // Eight CTAs, one per query head: one DRAM read and seven L2 reads of each KiB, shared.
+  EXPECT_EQ(predict_ps(m, s, h100(), 1, false, 0), 512 * 8 * (300 + 7 * 100) / 8);
+  // Into one SM likewise: the SM term is the larger here.
+  m = costs_only(&LatencyModel::sm_ps_per_kib, 3000, &LatencyModel::sm_l2_ps_per_kib, 1000);
+  EXPECT_EQ(predict_ps(m, s, h100(), 1, false, 0), 512 * (3000 + 7 * 1000) / 8);
+}
+
+TEST(LatencyModel, SplitsPastTheLastBlockReadNothing) {
+  // 8 blocks over 64 splits: 8 CTAs of 64 read one block each, as one split read them all.
+  const Shape s = decode(1, 1024, 8, 1);
+  const LatencyModel m = costs_only(&LatencyModel::dram_ps_per_kib, 300);
+  EXPECT_EQ(predict_ps(m, s, h100(), 64, true, 0), predict_ps(m, s, h100(), 1, true, 0));
+  EXPECT_EQ(predict_ps(m, s, h100(), 8, true, 0), predict_ps(m, s, h100(), 1, true, 0));
+}
+
+TEST(LatencyModel, TheCombineMergesManySplitsInLanesAndRunsInWaves) {
+  const LatencyModel m = costs_only(&LatencyModel::combine_ps, 1000, &LatencyModel::combine_row_ps, 10);
+  // One long request, 4 query rows at D = 128: up to 8 splits one lane of 8 rows per CTA
+  // (all 4 rows in one CTA); 64 splits take 8 lanes, so one row per CTA, 4 CTAs at once.
+  const Shape one = decode(1, 65536, 4, 1);
+  EXPECT_EQ(predict_ps(m, one, h100(), 1, true, 0), 0);
+  EXPECT_EQ(predict_ps(m, one, h100(), 8, true, 0), 1000 + 8 * 4 * 10);
+  EXPECT_EQ(predict_ps(m, one, h100(), 64, true, 0), 1000 + 64 * 1 * 10);
+  // 32 000 rows at 8 per CTA: 4 000 CTAs over 132 SMs x 8 are four waves.
+  EXPECT_EQ(predict_ps(m, decode(1000, 65536, 32, 8), h100(), 8, true, 0), 4 * (1000 + 8 * 8 * 10));
+  // Rows per CTA follow the head dim: 16 at D = 64, 4 at D = 256.
+  EXPECT_EQ(model_combine_rows_per_cta(8, 64), 16);
+  EXPECT_EQ(model_combine_rows_per_cta(8, 256), 4);
+  EXPECT_EQ(model_combine_rows_per_cta(64, 64), 2);
+}
+
+TEST(LatencyModel, CtaSlotsPerSmFollowTheHeadDim) {
+  // 2 slots per SM at D = 128: 4 at D = 64, 1 at D = 256. 528 one-block CTAs of the cost
+  // cta_ps each are one wave at D = 64 and two at D = 128.
+  const LatencyModel m = costs_only(&LatencyModel::cta_ps, 1000);
+  EXPECT_EQ(predict_ps(m, decode(528, 64, 1, 1, 64), h100(), 1, true, 0), 1000);
+  EXPECT_EQ(predict_ps(m, decode(528, 64, 1, 1, 128), h100(), 1, true, 0), 2000);
+  EXPECT_EQ(predict_ps(m, decode(528, 64, 1, 1, 256), h100(), 1, true, 0), 4000);
 }
 
 TEST(LatencyModel, FewCtasOnALongCacheSplitAndAFullGpuDoesNot) {

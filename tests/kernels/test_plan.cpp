@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <evodispatch/kernels/kernel_spec.hpp>
+#include <evodispatch/heuristics/latency_model.hpp>
+#include <evodispatch/kernels/decode_params.hpp>
 #include <evodispatch/kernels/plan.hpp>
 
 namespace evodispatch {
@@ -177,6 +179,20 @@ TEST(Plan, ManySplitsGiveEachCombineRowMoreThreads) {
   EXPECT_EQ(p.combine_threads_per_cta, 128);
   // 8 splits: one lane, 8 rows per CTA.
   EXPECT_EQ(generic_plan(mqa(1, 100000), splits(8), hopper()).combine_ctas, 8);
+}
+
+// The latency model of the model-based family (heuristics/) cannot see this plan: it keeps
+// its own copy of the combine's rows per CTA, held to the plan's here.
+TEST(Plan, TheLatencyModelMergesAsManyCombineRowsPerCtaAsThePlan) {
+  for (int d : {64, 128, 256})
+    for (int k = 2; k <= kMaxSplitsPerCall; ++k) {
+      Shape s = mqa(64, 100000);
+      s.head_dim = d;
+      const Plan p = plan(s, splits(k), hopper(), kernel_resources(s, splits(k), hopper()));
+      EXPECT_EQ(p.combine_rows_per_cta, model_combine_rows_per_cta(k, d))
+          << "D " << d << " splits " << k;
+    }
+  EXPECT_EQ(kModelCombineSplitsPerLoad, kCombineSplitsPerLoad);
 }
 
 TEST(Plan, OccupancyFollowsSharedMemoryAndTheCap) {

@@ -75,11 +75,12 @@ TEST(LatencyFit, BeatsItsPriorOnTheSimulatorAndIsDeterministic) {
   const LatencyFit fit = fit_latency_model(samples, hw, prior, {}, 1, 2);
   EXPECT_GE(fit.score, none.score);
   ASSERT_TRUE(fit.oracle_fraction.has_value());
-  // 0.55 before the combine kernel's split lanes made many splits cheap for few rows
-  // (issue 18), 0.24 since: the simulator follows the kernel (within 3% of the H100 on
-  // one-request split curves) and the model fits it worse (docs/search.md). A guard at the
-  // new level, not a target.
-  EXPECT_GT(*fit.oracle_fraction, 0.2);
+  // The model follows the kernel closely enough to choose as the oracle on the shapes it was
+  // fitted on: 0.55 of the oracle's gain and an RMS log error of 0.42 before it counted the
+  // L2 re-reads of unpacked groups, the empty splits, the combine's split lanes and the dense
+  // variants' extra CTAs per SM; 0.9997 and 0.13 since (docs/search.md).
+  EXPECT_GT(*fit.oracle_fraction, 0.9);
+  EXPECT_LT(fit.log_error, 0.2);
   EXPECT_GT(fit.geomean, 1.0);
   EXPECT_EQ(fit_latency_model(samples, hw, prior, {}, 1, 2).model, fit.model);
 }

@@ -5,15 +5,24 @@
 // reasons in waves of CTAs over SM slots, per-tile cost, KV bytes and the combine kernel.
 //
 // For a candidate (k splits, pack, margin) on shape s (all integers, picoseconds):
-//   rows   = pack ? qpk * seqlen_q : seqlen_q        query rows of one CTA
-//   items  = batch * (pack ? h_kv : h_q) * k         CTAs of the decode kernel
-//   sms    = num_sms - margin; slots = sms * (margin > 0 ? 1 : ctas_per_sm)
-//   tiles  = ceil(nblk / k); kib = ceil(min(seqlen_k, tiles * block_n) * head_dim * 2 * bytes / 1024)
-//   wave(a)= cta_ps + max(tiles * (tile_ps + rows * row_ps),      the CTA's own work
-//                         kib * a * dram_ps_per_kib,               a CTAs sharing DRAM
-//                         kib * ceil(a / sms) * sm_ps_per_kib)     CTAs sharing one SM
-//   main   = (items / slots) * wave(slots) + wave(items % slots)  (the last if non-empty)
-//   total  = main + (k > 1 ? combine_ps + ceil(batch * h_q * seqlen_q * k / num_sms) * combine_row_ps : 0)
+//   rows    = pack ? qpk * seqlen_q : seqlen_q            query rows of one CTA
+//   items   = batch * (pack ? h_kv : h_q) * k             CTAs of the decode kernel
+//   sms     = num_sms - margin
+//   slots   = margin > 0 ? sms : sms * max(1, ctas_per_sm * 128 / head_dim), or items when
+//             sms < items <= sms * max(1, dense_ctas_per_sm * 128 / head_dim) (one denser wave)
+//   tiles   = ceil(nblk / k); loading = ceil(nblk / tiles)  splits with keys to read
+//   readers = pack ? 1 : qpk                              CTAs reading one KV head at once
+//   kib     = ceil(min(seqlen_k, tiles * block_n) * head_dim * 2 * bytes / 1024)
+//   wave(a) = cta_ps + max(tiles * (tile_ps + rows * row_ps),                the CTA's own work
+//               kib * ceil(a * loading / k) * (dram_ps_per_kib + (readers - 1) * l2_ps_per_kib) / readers,
+//               kib * ceil(a / sms) * (sm_ps_per_kib + (readers - 1) * sm_l2_ps_per_kib) / readers)
+//             (a CTAs sharing DRAM, then one SM; an unpacked group's re-reads hit in L2)
+//   main    = (items / slots) * wave(slots) + wave(items % slots)  (the last if non-empty)
+//   combine = waves * (combine_ps + k * min(rows_per_cta, batch * h_q * seqlen_q) * combine_row_ps)
+//             with lanes the smallest power of two <= 1024 / head_dim such that 8 * lanes >= k,
+//             rows_per_cta = max(1, 1024 / head_dim / lanes) and
+//             waves = ceil(ceil(batch * h_q * seqlen_q / rows_per_cta) / (sms * 8))
+//   total   = main + (k > 1 ? combine : 0)
 // Candidates are tried margins-major, then pack_gqa, then splits, in list order; the first
 // strict minimum wins. The baseline policy's own decision stands unless the winner is
 // predicted faster by more than min_gain_permille / 1000 of the baseline's predicted time:
@@ -35,6 +44,16 @@
 
 namespace evodispatch {
 
+// The combine kernel's shape (kernels/decode_params.hpp, checked against it by a test):
+// one CTA merges 1024 / head_dim rows, a lane loads 8 splits per round trip, and the
+// simulator's H100 profile runs 8 of its CTAs per SM.
+inline constexpr std::int64_t kModelCombineRowsAtD1 = 1024;
+inline constexpr std::int64_t kModelCombineSplitsPerLoad = 8;
+inline constexpr std::int64_t kModelCombineCtasPerSm = 8;
+// The query rows one combine CTA merges: 1024 / head_dim, or fewer rows of several split
+// lanes when one lane would need more than one round trip of loads.
+std::int64_t model_combine_rows_per_cta(std::int64_t num_splits, std::int64_t head_dim);
+
 // The shape quantities a model's box bounds, in this order.
 inline constexpr int kModelBoxQuantities = 6;
 inline constexpr std::array<const char*, kModelBoxQuantities> kModelBoxNames = {"head_dim", "seqlen_q", "page_size",
@@ -53,14 +72,17 @@ struct LatencyModel {
   std::vector<int> splits = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // candidate counts
   std::vector<bool> pack_gqa = {true, false};                            // tried in this order
   std::vector<int> sm_margins = {0};
-  std::int64_t ctas_per_sm = 2;        // CTA slots per SM at margin 0 (a margin runs one per SM)
+  std::int64_t ctas_per_sm = 2;        // CTA slots per SM at margin 0 and head dim 128 (a margin runs one per SM)
+  std::int64_t dense_ctas_per_sm = 3;  // at head dim 128, the most CTAs per SM a variant holds to make one wave
   std::int64_t cta_ps = 2000;          // a CTA's fixed cost (start, epilogue)
   std::int64_t tile_ps = 600;          // one KV tile's compute
   std::int64_t row_ps = 10;            // one more query row over one tile
   std::int64_t dram_ps_per_kib = 350;  // one KiB of KV through the whole GPU's DRAM bandwidth
   std::int64_t sm_ps_per_kib = 25000;  // one KiB of KV into one SM
-  std::int64_t combine_ps = 3000;      // the combine kernel's launch and fixed cost
-  std::int64_t combine_row_ps = 50;    // one (output row, split) per SM in the combine
+  std::int64_t combine_ps = 1500000;   // one wave of combine CTAs: its launch and fixed cost
+  std::int64_t combine_row_ps = 15000; // one (query row, split) merged by one combine CTA
+  std::int64_t l2_ps_per_kib = 100;    // one KiB re-read from L2 through the whole GPU
+  std::int64_t sm_l2_ps_per_kib = 1600; // one KiB re-read from L2 into one SM
   std::int64_t min_gain_permille = 10; // the predicted gain that overrides the baseline
   ModelBox box{};                      // where the model answers; elsewhere the baseline
   bool operator==(const LatencyModel&) const = default;
