@@ -30,7 +30,7 @@ std::string emit_model_cpp(const LatencyModel& m) {
   o << "constexpr int model_splits[] = {" << joined(m.splits) << "};\n"
     << "constexpr int model_pack[] = {" << joined(m.pack_gqa) << "};\n"
     << "constexpr int model_margins[] = {" << joined(m.sm_margins) << "};\n";
-  o << "// Where the model answers (it was fitted there): head_dim, seqlen_q, page_size, qpk, ctas, seqlen_k.\n"
+  o << "// Where the model answers (it was fitted there): head_dim, seqlen_q, page_size, qpk, ctas, seqlen_k, qpk * seqlen_q.\n"
     << "constexpr std::int64_t model_box[][2] = {";
   for (int q = 0; q < kModelBoxQuantities; ++q) o << (q ? ", " : "") << "{" << m.box[q].lo << ", " << m.box[q].hi << "}";
   o << "};\n";
@@ -85,8 +85,8 @@ inline std::int64_t model_predict_ps(const Shape& s, const DeviceInfo& hw, int k
 // The argmin of the predictions, unless it beats the baseline's decision by too little.
 inline Decision model_dispatch(const Shape& s, const DeviceInfo& hw, const Decision& baseline) {
   const std::int64_t boxed[] = {s.head_dim, s.seqlen_q, s.page_size, s.h_q / s.h_kv, std::int64_t{s.batch} * s.h_kv,
-                                s.seqlen_k};
-  for (int i = 0; i < 6; ++i)
+                                s.seqlen_k, std::int64_t{s.h_q / s.h_kv} * s.seqlen_q};
+  for (int i = 0; i < 7; ++i)
     if (boxed[i] < model_box[i][0] || boxed[i] > model_box[i][1]) return baseline;
   bool found = false;
   std::int64_t best = 0;
@@ -123,7 +123,7 @@ std::string emit_model_python(const LatencyModel& m) {
   o << "_MODEL_SPLITS = (" << joined(m.splits) << ",)\n"
     << "_MODEL_PACK = (" << joined(m.pack_gqa) << ",)\n"
     << "_MODEL_MARGINS = (" << joined(m.sm_margins) << ",)\n";
-  o << "# Where the model answers (it was fitted there): head_dim, seqlen_q, page_size, qpk, ctas, seqlen_k.\n"
+  o << "# Where the model answers (it was fitted there): head_dim, seqlen_q, page_size, qpk, ctas, seqlen_k, qpk * seqlen_q.\n"
     << "_MODEL_BOX = (";
   for (int q = 0; q < kModelBoxQuantities; ++q) o << (q ? ", " : "") << "(" << m.box[q].lo << ", " << m.box[q].hi << ")";
   o << ")\n";
@@ -188,8 +188,9 @@ def _model_predict_ps(s, hw, k, pack, margin):
 
 
 def _model_dispatch(shape, hw, baseline):
-    boxed = (shape["head_dim"], shape["seqlen_q"], shape["page_size"], shape["h_q"] // shape["h_kv"],
-             shape["batch"] * shape["h_kv"], shape["seqlen_k"])
+    qpk = shape["h_q"] // shape["h_kv"]
+    boxed = (shape["head_dim"], shape["seqlen_q"], shape["page_size"], qpk, shape["batch"] * shape["h_kv"],
+             shape["seqlen_k"], qpk * shape["seqlen_q"])
     if any(v < lo or v > hi for v, (lo, hi) in zip(boxed, _MODEL_BOX)):
         return baseline
     best, d = None, None

@@ -65,7 +65,8 @@ std::int64_t model_combine_rows_per_cta(std::int64_t num_splits, std::int64_t he
 }
 
 std::array<std::int64_t, kModelBoxQuantities> model_box_values(const Shape& s) {
-  return {s.head_dim, s.seqlen_q, s.page_size, s.h_q / std::max(s.h_kv, 1), std::int64_t{s.batch} * s.h_kv, s.seqlen_k};
+  const std::int64_t qpk = s.h_q / std::max(s.h_kv, 1);
+  return {s.head_dim, s.seqlen_q, s.page_size, qpk, std::int64_t{s.batch} * s.h_kv, s.seqlen_k, qpk * s.seqlen_q};
 }
 
 ModelBox model_box_of(const std::vector<Shape>& shapes) {
@@ -235,7 +236,7 @@ local function predict_ps(s, hw, k, pack, margin)
   return t
 end
 function dispatch(s, hw)
-  local v = {s.head_dim, s.seqlen_q, s.page_size, s.qpk, s.batch * s.h_kv, s.seqlen_k}
+  local v = {s.head_dim, s.seqlen_q, s.page_size, s.qpk, s.batch * s.h_kv, s.seqlen_k, s.qpk * s.seqlen_q}
   for i = 1, #v do
     if v[i] < BOX[2 * i - 1] or v[i] > BOX[2 * i] then return baseline_dispatch(s, hw) end
   end

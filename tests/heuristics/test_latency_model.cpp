@@ -64,6 +64,7 @@ LatencyModel odd_model() {
   m.box[3] = {1, 32};      // qpk
   m.box[4] = {2, 5000};    // ctas
   m.box[5] = {64, 200000}; // seqlen_k
+  m.box[6] = {1, 16};      // rows: qpk * seqlen_q
   return m;
 }
 
@@ -244,7 +245,7 @@ TEST(LatencyModel, OutsideItsBoxTheBaselineDecides) {
   Shape inside;
   bool found = false;
   for (const Shape& s : random_shapes(400, 3))
-    if (s.head_dim == 128 && s.seqlen_k >= 64 && s.seqlen_k <= 100000 && s.seqlen_q == 1 && s.h_q / s.h_kv <= 32 &&
+    if (s.head_dim == 128 && s.seqlen_k >= 64 && s.seqlen_k <= 100000 && s.seqlen_q == 1 && s.h_q / s.h_kv <= 16 &&
         std::int64_t{s.batch} * s.h_kv >= 2 && std::int64_t{s.batch} * s.h_kv <= 2500 &&
         decide(m, s) != resolve(fa3_reference(s, h100()), s)) {
       inside = s;
@@ -258,11 +259,26 @@ TEST(LatencyModel, OutsideItsBoxTheBaselineDecides) {
   Shape longer = inside;
   longer.seqlen_k = 300000;  // beyond its longest cache
   EXPECT_EQ(decide(m, longer), resolve(fa3_reference(longer, h100()), longer));
+  // Packed rows past the box's: a qpk and a seqlen_q each inside their range, not together.
+  LatencyModel rows_unbounded = m;
+  rows_unbounded.box[6] = ModelRange{};
+  int taller = 0;
+  for (Shape s : random_shapes(400, 4)) {
+    s.seqlen_q = 4;
+    if (s.head_dim > 128 || s.seqlen_k < 64 || s.seqlen_k > 200000 || s.h_q / s.h_kv != 8 ||
+        std::int64_t{s.batch} * s.h_kv < 2 || std::int64_t{s.batch} * s.h_kv > 5000 ||
+        decide(rows_unbounded, s) == resolve(fa3_reference(s, h100()), s))
+      continue;
+    ++taller;
+    EXPECT_EQ(decide(m, s), resolve(fa3_reference(s, h100()), s)) << describe(s);
+  }
+  EXPECT_GT(taller, 0);
   const ModelBox hull = model_box_of({decode(2, 100000, 8, 1), decode(4, 64, 32, 8, 64)});
   EXPECT_EQ(hull[0], (ModelRange{64, 128}));
   EXPECT_EQ(hull[3], (ModelRange{4, 8}));
   EXPECT_EQ(hull[4], (ModelRange{2, 32}));
   EXPECT_EQ(hull[5], (ModelRange{64, 100000}));
+  EXPECT_EQ(hull[6], (ModelRange{4, 8}));
   nlohmann::json written_before_boxes = to_json(m);
   written_before_boxes.erase("box");
   EXPECT_EQ(latency_model_from_json(written_before_boxes).box, ModelBox{});

@@ -27,7 +27,7 @@
 // strict minimum wins. The baseline policy's own decision stands unless the winner is
 // predicted faster by more than min_gain_permille / 1000 of the baseline's predicted time:
 // where the model is unsure, the program is the baseline. So it is outside the model's box:
-// the ranges of head_dim, seqlen_q, page_size, qpk, ctas (batch * h_kv) and seqlen_k it was
+// the ranges of head_dim, seqlen_q, page_size, qpk, ctas (batch * h_kv), seqlen_k and rows it was
 // fitted on, so that it never answers for a head dim or a load it never saw measured.
 // Integer arithmetic keeps the Lua
 // program, this C++ twin and every emitted export in exact agreement.
@@ -55,9 +55,11 @@ inline constexpr std::int64_t kModelCombineCtasPerSm = 8;
 std::int64_t model_combine_rows_per_cta(std::int64_t num_splits, std::int64_t head_dim);
 
 // The shape quantities a model's box bounds, in this order.
-inline constexpr int kModelBoxQuantities = 6;
-inline constexpr std::array<const char*, kModelBoxQuantities> kModelBoxNames = {"head_dim", "seqlen_q", "page_size",
-                                                                                "qpk",      "ctas",     "seqlen_k"};
+inline constexpr int kModelBoxQuantities = 7;
+// "rows" is qpk * seqlen_q, a packed CTA's query rows: the kernels tile more than 16 by
+// rules the model does not follow, so a box of qpk and seqlen_q apart would take in those.
+inline constexpr std::array<const char*, kModelBoxQuantities> kModelBoxNames = {
+    "head_dim", "seqlen_q", "page_size", "qpk", "ctas", "seqlen_k", "rows"};
 std::array<std::int64_t, kModelBoxQuantities> model_box_values(const Shape&);
 struct ModelRange {
   std::int64_t lo = 0;
