@@ -385,7 +385,14 @@ LatencyModel latency_model_from_json(const nlohmann::json& j, const std::string&
   const auto* params = r.member("parameters");
   if (!params) throw InputError(r.path_of("parameters") + ": missing");
   JsonReader pr(*params, r.path_of("parameters"));
-  for (const auto& p : latency_parameters()) m.*p.field = pr.required_integer(p.name);
+  for (const auto& p : latency_parameters()) {
+    // The model's form grew parameters (L2 re-reads, dense variants): an older file's
+    // numbers would mean something else in today's formula.
+    if (!pr.member(p.name))
+      throw InputError(pr.path_of(p.name) + ": missing; a model written before this parameter existed cannot be "
+                       "read as today's (distill the program again)");
+    m.*p.field = pr.required_integer(p.name);
+  }
   pr.finish();
   if (const auto* box = r.member("box")) {  // absent (written before boxes): unbounded
     JsonReader br(*box, r.path_of("box"));

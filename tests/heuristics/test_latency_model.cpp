@@ -282,6 +282,15 @@ TEST(LatencyModel, OutsideItsBoxTheBaselineDecides) {
   nlohmann::json written_before_boxes = to_json(m);
   written_before_boxes.erase("box");
   EXPECT_EQ(latency_model_from_json(written_before_boxes).box, ModelBox{});
+  nlohmann::json older = to_json(m);
+  older["parameters"].erase("l2_ps_per_kib");
+  try {
+    latency_model_from_json(older);
+    ADD_FAILURE() << "a model without l2_ps_per_kib was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("$.parameters.l2_ps_per_kib: missing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("distill the program again"), std::string::npos) << e.what();
+  }
   nlohmann::json bad = to_json(m);
   bad["box"]["qpk"] = {9, 3};
   EXPECT_THROW(latency_model_from_json(bad), InputError);
