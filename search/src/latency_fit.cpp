@@ -157,7 +157,6 @@ LatencyFit fit_latency_model(const LatencySamples& samples, const DeviceInfo& hw
   LatencyModel best_model = prior;
   Evaluation best = objective(prior);
   descend(best_model, best, objective, Goal::predict);
-  best = objective(best_model);
   descend(best_model, best, objective, Goal::choose);
   Rng rng(seed);
   for (int r = 0; r < restarts; ++r) {

@@ -1,12 +1,12 @@
 #pragma once
 // Fits the latency model of the model-based program family (heuristics/latency_model.hpp)
 // to what the oracle measured on the training shapes: every decision of its space on every
-// shape. The objective is the search's own fitness of the model's argmin (geometric-mean
-// speedup over the baseline, the floor penalised), so the fit cares about choosing, not
-// about predicting; among equal choices, the smaller squared log error of the predictions
-// (with a fitted constant for what the model leaves out, the launch) wins. Coordinate
-// descent over multiplicative steps, from a prior scaled to the device, then from seeded
-// perturbations of the best: deterministic for a seed.
+// shape. Two stages of coordinate descent over multiplicative steps, from a prior scaled to
+// the device: first the predictions (the squared log error against every measurement, with
+// a fitted constant for what the model leaves out, the launch), then the choices: the
+// search's own fitness of the model's argmin (geometric-mean speedup over the baseline, the
+// floor penalised), ties broken by the prediction error, from the first stage's model and
+// from seeded perturbations of the best. Deterministic for a seed.
 #include <cstdint>
 #include <optional>
 #include <string>
