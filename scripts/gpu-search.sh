@@ -6,6 +6,7 @@
 #   bash scripts/gpu-search.sh search            # search --config gpu-safety-160 on cuda:0
 #   CONFIG=gpu-models-decode bash scripts/gpu-search.sh search   # another shipped config (or a file)
 #   RESUME=1 bash scripts/gpu-search.sh search   # continue the newest unfinished search
+#   SEED=2 DB=earlier.db bash scripts/gpu-search.sh search   # another run seed over the stored measurements
 #   bash scripts/gpu-search.sh regress DIR       # regress DIR/heuristic.json against fa3
 #
 # DB=earlier.db starts from an earlier database (copied, never written in place): its
@@ -26,6 +27,7 @@ mkdir -p "$out"
 case "$mode" in
   search)
     if [ "${RESUME:-0}" = 1 ]; then args=(--resume); else args=(--config "${CONFIG:-gpu-safety-160}"); fi
+    [ -n "${SEED:-}" ] && [ "${RESUME:-0}" != 1 ] && args+=(--seed "$SEED")
     # A fresh search reports its setup (the fa3 baseline and the oracle's decision space,
     # measured once and stored) and its progress on stderr; the summary goes to stdout.
     timeout -s INT "${SECONDS_LIMIT:-540}" "$bin" search "${args[@]}" --device cuda:0 --db "$db" \

@@ -33,6 +33,7 @@ struct Finalist {
   int changed = 0;  // workload shapes where it decides differently from the baseline
   std::vector<int> under_floor;  // shapes its confirmation measured under the floor
   std::optional<std::int64_t> refuted_by;  // skipped: a confirmed finalist failed its decision
+  std::optional<std::int64_t> repaired_from;  // the finalist whose repair it is
   bool usable() const { return ok && feasible; }
 };
 
@@ -107,8 +108,11 @@ class FinalPhase {
   Finalist validate(std::int64_t id);
   Finalist measure_validation(Finalist f, const Program& p, const CheckResult& check);
   void repair_finalists();
+  // The repair of finalist `parent`, stored and scored on the training shapes: its id, or 0
+  // when there is none, it cannot be scored, loses on training or is a finalist already.
+  std::int64_t store_repair(std::int64_t parent, const std::optional<Program>& repaired);
   std::vector<std::size_t> rank() const;
-  void confirm(const std::vector<std::size_t>& order);
+  void confirm(std::vector<std::size_t>& order);
   void confirm_one(Finalist& f);
   void score_confirmation(Finalist& f, const std::vector<double>& speedup, bool all_ok);
   results::ComparisonRecord compare_with_baseline(std::int64_t program, std::size_t shape, Evaluator& ev);
@@ -194,7 +198,7 @@ nlohmann::json FinalPhase::run() {
     fins_.push_back(validate(ids[k]));
   }
   repair_finalists();
-  const auto order = rank();
+  auto order = rank();
   confirm(order);
   const auto winner = pick_winner(order);
 
@@ -317,15 +321,21 @@ void FinalPhase::repair_finalists() {
     e_.report("validation", "repairing", static_cast<std::size_t>(repairs - 1),
               static_cast<std::size_t>(e_.config.final.repair));
     const std::int64_t parent = fins_[k].id;
-    const auto repaired = e_.repair(e_.program_of(e_.records.at(parent)));
-    if (!repaired) continue;
-    const std::int64_t id = e_.store_repaired(*repaired, parent);
+    const std::int64_t id = store_repair(parent, e_.repair(e_.program_of(e_.records.at(parent))));
     if (id == 0) continue;
-    const Record& r = e_.records.at(id);
-    if (!r.feasible || r.geomean < 1.0) continue;
-    if (std::any_of(fins_.begin(), fins_.end(), [&](const Finalist& f) { return f.id == id; })) continue;
     fins_.push_back(validate(id));
+    fins_.back().repaired_from = parent;
   }
+}
+
+std::int64_t FinalPhase::store_repair(std::int64_t parent, const std::optional<Program>& repaired) {
+  if (!repaired) return 0;
+  const std::int64_t id = e_.store_repaired(*repaired, parent);
+  if (id == 0) return 0;
+  const Record& r = e_.records.at(id);
+  if (!r.feasible || r.geomean < 1.0) return 0;
+  if (std::any_of(fins_.begin(), fins_.end(), [&](const Finalist& f) { return f.id == id; })) return 0;
+  return id;
 }
 
 // Feasible on validation first, then the validation score, then the program that
@@ -347,16 +357,25 @@ std::vector<std::size_t> FinalPhase::rank() const {
 // every shape where they decide differently (elsewhere they run the same kernel),
 // through Evaluator::compare (interleaved replays on a GPU; on the simulator, whose
 // rows are exact, the ratio of two measurements).
-void FinalPhase::confirm(const std::vector<std::size_t>& order) {
+//
+// A finalist that a confirmation measures under the floor is repaired like one under it on
+// validation (up to `final.repair` times), from the shapes the confirmation found: on a
+// GPU the interleaved comparison sees losses the independent measurements hid. The repair
+// is validated and confirmed next, outside the `confirm_top` count.
+void FinalPhase::confirm(std::vector<std::size_t>& order) {
   const auto& cfg = e_.config.final;
-  int confirmed_count = 0;
-  for (std::size_t rank = 0; rank < order.size() && confirmed_count < cfg.confirm_top; ++rank) {
+  const std::size_t first_repair = fins_.size();
+  int confirmed_count = 0, repairs = 0;
+  for (std::size_t rank = 0; rank < order.size(); ++rank) {
+    const bool is_repair = order[rank] >= first_repair;
+    if (!is_repair && confirmed_count >= cfg.confirm_top) continue;
     Finalist& f = fins_[order[rank]];
     if (!f.usable()) break;
     if ((f.refuted_by = refutations_.find(decisions_of_.at(f.id), e_.baseline_decisions))) continue;
-    ++confirmed_count;
+    if (!is_repair) ++confirmed_count;
     if (e_.stop_requested()) e_.interrupt();
-    e_.report("confirmation", "", static_cast<std::size_t>(confirmed_count - 1), static_cast<std::size_t>(cfg.confirm_top));
+    e_.report("confirmation", is_repair ? "repaired" : "", static_cast<std::size_t>(std::max(confirmed_count - 1, 0)),
+              static_cast<std::size_t>(cfg.confirm_top));
     if (auto stored = results::Evaluations(*e_.db).find(f.id, results::Split::validation, "confirmed")) {
       const EvaluationDetails d = stored_details(*stored);
       f.confirmed = stored->ok;
@@ -369,6 +388,16 @@ void FinalPhase::confirm(const std::vector<std::size_t>& order) {
       confirm_one(f);
     }
     refutations_.add(f, decisions_of_.at(f.id));
+    if (*f.confirmed || f.under_floor.empty() || repairs >= cfg.repair) continue;
+    ++repairs;
+    const std::int64_t parent = f.id;
+    const std::int64_t id = store_repair(parent, e_.repair_at(e_.program_of(e_.records.at(parent)), f.under_floor));
+    if (id == 0) continue;
+    Finalist repaired = validate(id);  // f is not used below: fins_ may grow
+    if (!repaired.usable()) continue;
+    repaired.repaired_from = parent;
+    fins_.push_back(std::move(repaired));
+    order.insert(order.begin() + static_cast<long>(rank) + 1, fins_.size() - 1);
   }
 }
 
@@ -536,6 +565,7 @@ nlohmann::json FinalPhase::finalists_json(const std::vector<std::size_t>& order)
       }
     }
     if (f.refuted_by) j["refuted_by"] = *f.refuted_by;
+    if (f.repaired_from) j["repaired_from"] = *f.repaired_from;
     out.push_back(j);
   }
   return out;
@@ -549,26 +579,53 @@ std::optional<Program> SearchEngine::Impl::repair(Program p) {
     const CheckResult check = full_checker->check_one(p);
     if (!check.ok) return std::nullopt;
     const auto us = latencies(check.decisions, split.validation, *measurer);
-    std::set<std::size_t> drop;
-    bool base_under = false;
+    std::vector<int> under;
     for (std::size_t k = 0; k < split.validation.size(); ++k) {
       const auto s = static_cast<std::size_t>(split.validation[k]);
-      if (baseline_us[s] / us[k] >= config.fitness.floor) continue;  // NaN: under
-      std::size_t i = 0;
-      while (i < p.rules.size() && !holds(p.rules[i], features[s])) ++i;
-      if (i == p.rules.size()) base_under = true;
-      else drop.insert(i);
+      if (!(baseline_us[s] / us[k] >= config.fitness.floor)) under.push_back(split.validation[k]);  // NaN: under
     }
-    if (drop.empty() && !base_under) return round == 0 ? std::nullopt : std::optional<Program>(p);
-    for (auto it = drop.rbegin(); it != drop.rend(); ++it) p.rules.erase(p.rules.begin() + static_cast<long>(*it));
-    if (base_under && drop.empty()) {  // no rule to drop: a model base asks for more gain
-      auto calmer = more_cautious_model(p.base_source);
-      if (!calmer) return std::nullopt;
-      p.base_source = std::move(*calmer);
-    }
-    p = normalise(p, config.decisions.max_splits);
+    if (under.empty()) return round == 0 ? std::nullopt : std::optional<Program>(p);
+    auto next = without_deciders(std::move(p), under);
+    if (!next) return std::nullopt;
+    p = std::move(*next);
   }
   return std::nullopt;
+}
+
+std::optional<Program> SearchEngine::Impl::repair_at(Program p, const std::vector<int>& shapes) {
+  const CheckResult before = full_checker->check_one(p);
+  if (!before.ok) return std::nullopt;
+  for (std::size_t round = 0; round <= p.rules.size() + 10; ++round) {
+    auto next = without_deciders(std::move(p), shapes);
+    if (!next) return std::nullopt;
+    p = std::move(*next);
+    const CheckResult after = full_checker->check_one(p);
+    if (!after.ok) return std::nullopt;
+    if (std::all_of(shapes.begin(), shapes.end(), [&](int s) {
+          return after.decisions[static_cast<std::size_t>(s)] != before.decisions[static_cast<std::size_t>(s)];
+        }))
+      return p;
+  }
+  return std::nullopt;
+}
+
+std::optional<Program> SearchEngine::Impl::without_deciders(Program p, const std::vector<int>& shapes) const {
+  std::set<std::size_t> drop;
+  bool base_under = false;
+  for (int s : shapes) {
+    std::size_t i = 0;
+    while (i < p.rules.size() && !holds(p.rules[i], features[static_cast<std::size_t>(s)])) ++i;
+    if (i == p.rules.size()) base_under = true;
+    else drop.insert(i);
+  }
+  if (drop.empty() && !base_under) return std::nullopt;
+  for (auto it = drop.rbegin(); it != drop.rend(); ++it) p.rules.erase(p.rules.begin() + static_cast<long>(*it));
+  if (drop.empty()) {  // no rule to drop: a model base asks for more gain
+    auto calmer = more_cautious_model(p.base_source);
+    if (!calmer) return std::nullopt;
+    p.base_source = std::move(*calmer);
+  }
+  return normalise(p, config.decisions.max_splits);
 }
 
 

@@ -279,6 +279,12 @@ struct SearchEngine::Impl {
   // A program without the rules that put validation shapes under the floor; nullopt
   // when nothing is to repair or a base decision is under the floor.
   std::optional<Program> repair(Program p);
+  // One repair of `p` for these workload shapes: the rules deciding them are dropped, or,
+  // when none did, a latency-model base asks for twice the gain; nullopt when neither can.
+  std::optional<Program> without_deciders(Program p, const std::vector<int>& shapes) const;
+  // `p` repaired for these workload shapes until it decides differently on every one of
+  // them; nullopt when it cannot.
+  std::optional<Program> repair_at(Program p, const std::vector<int>& shapes);
   // A repaired program, stored and scored on the training shapes (or the stored one with
   // its hash); 0 when it cannot be scored.
   std::int64_t store_repaired(const Program& p, std::int64_t parent);

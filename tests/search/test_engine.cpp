@@ -294,4 +294,14 @@ TEST_F(EngineTest, AConfirmationUnderTheFloorRefutesTheFinalistsSharingTheDecisi
   EXPECT_EQ(with_refuted, 1);
   EXPECT_GE(refuted_finalists, 1);
   if (!summary["winner"].is_null()) EXPECT_NE(summary["winner"]["program_id"].get<std::int64_t>(), winner_id);
+  // The failed winner is repaired from the shape its confirmation found, and the repair is
+  // confirmed in turn: it no longer makes the refuted decision there.
+  int repairs = 0;
+  for (const auto& f : summary["finalists"]) {
+    if (f.value("repaired_from", std::int64_t{0}) != winner_id) continue;
+    ++repairs;
+    EXPECT_TRUE(f.value("confirmed", false)) << f.dump();
+    EXPECT_FALSE(f.contains("refuted_by")) << f.dump();
+  }
+  EXPECT_EQ(repairs, 1) << summary["finalists"].dump(2);
 }
