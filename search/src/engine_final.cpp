@@ -391,7 +391,7 @@ void FinalPhase::confirm(std::vector<std::size_t>& order) {
     if (*f.confirmed || f.under_floor.empty() || repairs >= cfg.repair) continue;
     ++repairs;
     const std::int64_t parent = f.id;
-    const std::int64_t id = store_repair(parent, e_.repair_at(e_.program_of(e_.records.at(parent)), f.under_floor));
+    const std::int64_t id = store_repair(parent, e_.repair_at(e_.program_of(e_.records.at(parent)), f.under_floor, decisions_of_.at(parent)));
     if (id == 0) continue;
     Finalist repaired = validate(id);  // f is not used below: fins_ may grow
     if (!repaired.usable()) continue;
@@ -592,9 +592,8 @@ std::optional<Program> SearchEngine::Impl::repair(Program p) {
   return std::nullopt;
 }
 
-std::optional<Program> SearchEngine::Impl::repair_at(Program p, const std::vector<int>& shapes) {
-  const CheckResult before = full_checker->check_one(p);
-  if (!before.ok) return std::nullopt;
+std::optional<Program> SearchEngine::Impl::repair_at(Program p, const std::vector<int>& shapes,
+                                                     const std::vector<Decision>& decided) {
   for (std::size_t round = 0; round <= p.rules.size() + 10; ++round) {
     auto next = without_deciders(std::move(p), shapes);
     if (!next) return std::nullopt;
@@ -602,7 +601,7 @@ std::optional<Program> SearchEngine::Impl::repair_at(Program p, const std::vecto
     const CheckResult after = full_checker->check_one(p);
     if (!after.ok) return std::nullopt;
     if (std::all_of(shapes.begin(), shapes.end(), [&](int s) {
-          return after.decisions[static_cast<std::size_t>(s)] != before.decisions[static_cast<std::size_t>(s)];
+          return after.decisions[static_cast<std::size_t>(s)] != decided[static_cast<std::size_t>(s)];
         }))
       return p;
   }

@@ -283,8 +283,8 @@ struct SearchEngine::Impl {
   // when none did, a latency-model base asks for twice the gain; nullopt when neither can.
   std::optional<Program> without_deciders(Program p, const std::vector<int>& shapes) const;
   // `p` repaired for these workload shapes until it decides differently on every one of
-  // them; nullopt when it cannot.
-  std::optional<Program> repair_at(Program p, const std::vector<int>& shapes);
+  // them than `decided` (its decisions per workload shape); nullopt when it cannot.
+  std::optional<Program> repair_at(Program p, const std::vector<int>& shapes, const std::vector<Decision>& decided);
   // A repaired program, stored and scored on the training shapes (or the stored one with
   // its hash); 0 when it cannot be scored.
   std::int64_t store_repaired(const Program& p, std::int64_t parent);

@@ -44,8 +44,8 @@
 
 namespace evodispatch {
 
-// The combine kernel's shape (kernels/decode_params.hpp, checked against it by a test):
-// one CTA merges 1024 / head_dim rows, a lane loads 8 splits per round trip, and the
+// The combine kernel's shape: one CTA merges 1024 / head_dim rows and a lane loads 8 splits
+// per round trip (kernels/decode_params.hpp; a test holds the two to it), and the
 // simulator's H100 profile runs 8 of its CTAs per SM.
 inline constexpr std::int64_t kModelCombineRowsAtD1 = 1024;
 inline constexpr std::int64_t kModelCombineSplitsPerLoad = 8;
