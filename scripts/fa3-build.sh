@@ -4,7 +4,8 @@
 # committed: the sources come from a user's checkout or from third_party/fa3-src.tar.xz (git-ignored).
 #
 # Usage:
-#   scripts/fa3-build.sh CHECKOUT OUT_DIR [--patch FILE] [--hdims "64 128 256"] [--reuse DIR] [--dry-run]
+#   scripts/fa3-build.sh CHECKOUT OUT_DIR [--patch FILE] [--hdims "64 128 256"] [--reuse DIR]
+#                        [--namespace NAME] [--dry-run]
 #
 #   CHECKOUT   a flash-attention checkout (a directory holding hopper/ and csrc/cutlass/include/), or a
 #              .tar.xz holding such a tree (e.g. third_party/fa3-src.tar.xz; extracted to a temp dir).
@@ -17,6 +18,9 @@
 #   --hdims H  head dims to build, from 64 96 128 192 256 (default "128").
 #   --reuse D  a finished earlier OUT_DIR (e.g. the stock build): its objects are reused so that ninja only
 #              rebuilds what the patch (or a different checkout) changed.
+#   --namespace NAME  the build's torch op namespace and Python package instead of flash_attn_3
+#              (NAME._C, torch.ops.NAME, NAME_config), so that it loads beside stock FA3 in one process:
+#              how fa3_worker.py --regress times a patched build against stock. Written to OUT_DIR/NAMESPACE.
 #   --dry-run  do the copy / patch / setup.py edit / env setup, print them, and stop before setup.py.
 #
 # Environment: FA3_BUILD_ROOT (default /tmp/fa3-build-root) is the fixed path every build runs in before
@@ -25,7 +29,7 @@
 # the core count, NVCC_THREADS to 2.
 #
 # Use the result from Python (PYTHONPATH=OUT_DIR/hopper):
-#   sys.path.insert(0, "OUT_DIR/hopper"); import flash_attn_interface   # loads flash_attn_3._C
+#   sys.path.insert(0, "OUT_DIR/hopper"); import flash_attn_interface   # loads flash_attn_3._C (or NAME._C)
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit "${1:-2}"; }
@@ -33,12 +37,13 @@ die() { echo "fa3-build: error: $*" >&2; exit 1; }
 log() { echo "fa3-build: $*" >&2; }
 
 T0=$(date +%s)
-CHECKOUT="" OUT_DIR="" PATCH="" HDIMS="128" REUSE="" DRY_RUN=0
+CHECKOUT="" OUT_DIR="" PATCH="" HDIMS="128" REUSE="" DRY_RUN=0 NAMESPACE=flash_attn_3
 while (($#)); do
   case "$1" in
     --patch) PATCH=${2:?--patch needs a file}; shift 2 ;;
     --hdims) HDIMS=${2:?--hdims needs a list}; shift 2 ;;
     --reuse) REUSE=${2:?--reuse needs a directory}; shift 2 ;;
+    --namespace) NAMESPACE=${2:?--namespace needs a name}; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage 0 ;;
     -*) die "unknown option $1" ;;
@@ -51,6 +56,7 @@ abspath() { python3 -c 'import os,sys; print(os.path.abspath(sys.argv[1]))' "$1"
 CHECKOUT=$(abspath "$CHECKOUT"); OUT_DIR=$(abspath "$OUT_DIR")
 [[ -z $PATCH ]] || { [[ -f $PATCH ]] || die "no patch file $PATCH"; PATCH=$(abspath "$PATCH"); }
 [[ -z $REUSE ]] || { [[ -d $REUSE ]] || die "no reuse dir $REUSE"; REUSE=$(abspath "$REUSE"); }
+[[ $NAMESPACE =~ ^[a-z_][a-z0-9_]*$ ]] || die "--namespace $NAMESPACE: a lowercase Python identifier is required"
 
 # Head dims: validated, sorted, deduplicated.
 ALL_HDIMS=(64 96 128 192 256)
@@ -194,6 +200,36 @@ if [[ -n $PATCH ]]; then
   fi
 fi
 
+# ---- Namespace: torch.ops.NAME and the package NAME, so the build loads beside stock FA3 ----------------
+if [[ $NAMESPACE != flash_attn_3 ]]; then
+  python3 - "$ROOT/hopper" "$NAMESPACE" <<'EOF' || die "cannot rename FA3's namespace to $NAMESPACE in $CHECKOUT"
+import os, re, shutil, sys
+hopper, ns = sys.argv[1:3]
+def rewrite(name, pattern, repl, required):
+    p = os.path.join(hopper, name)
+    if not os.path.isfile(p):
+        if required: sys.exit(f"fa3-build: error: no hopper/{name}")
+        return 0
+    s = open(p).read()
+    s2, n = re.subn(pattern, repl, s, flags=re.M)
+    if n == 0 and required: sys.exit(f"fa3-build: error: hopper/{name} does not name flash_attn_3 where expected")
+    if s2 != s: open(p, "w").write(s2)
+    return n
+ops = r"\b((?:STABLE_)?TORCH_LIBRARY(?:_IMPL)?)\(flash_attn_3\b"
+n = rewrite("flash_api_stable.cpp", ops, r"\1(" + ns, False) + rewrite("flash_api.cpp", ops, r"\1(" + ns, False)
+if n == 0: sys.exit("fa3-build: error: no TORCH_LIBRARY(flash_attn_3, ...) in hopper/flash_api*.cpp")
+rewrite("setup.py", r'^PACKAGE_NAME = "flash_attn_3"$', f'PACKAGE_NAME = "{ns}"', True)
+rewrite("flash_attn_interface.py", r"\bflash_attn_3\b(?! as )", ns, True)  # not aiter's module (ROCm)
+rewrite("flash_attn_interface.py", r"\bflash_attn_config\b", ns + "_config", False)
+# The package moves: a flash_attn_3/ left here (with a reused stock _C.so) would shadow stock FA3's.
+old, new = os.path.join(hopper, "flash_attn_3"), os.path.join(hopper, ns)
+if os.path.isdir(old):
+    if not os.path.isdir(new): shutil.copytree(old, new, ignore=shutil.ignore_patterns("*.so"))
+    shutil.rmtree(old)
+print(f"fa3-build: namespace {ns}: {n} torch library registrations renamed", file=sys.stderr)
+EOF
+fi
+
 # ---- setup.py: no `git submodule update` on the offline machine -------------------------------------
 python3 - "$ROOT/hopper/setup.py" <<'EOF'
 import re, sys
@@ -213,13 +249,14 @@ for v in "${DISABLE_VARS[@]}"; do export "$v=TRUE"; done
 export MAX_JOBS=${MAX_JOBS:-$(nproc)} NVCC_THREADS=${NVCC_THREADS:-2}
 
 PATCH_SHA=none; [[ -z $PATCH ]] || PATCH_SHA=$(sha256sum "$PATCH" | cut -c1-12)
-CFG_HASH=$({ printf '%s\n' "${DISABLE_VARS[@]}"; echo "hdims=$HDIMS"; [[ -z $PATCH ]] || cat "$PATCH"; } | sha256sum | cut -c1-12)
+CFG_HASH=$({ printf '%s\n' "${DISABLE_VARS[@]}"; echo "hdims=$HDIMS"; [[ -z $PATCH ]] || cat "$PATCH"
+             [[ $NAMESPACE == flash_attn_3 ]] || echo "namespace=$NAMESPACE"; } | sha256sum | cut -c1-12)
 BUILD_ID="fa3-${FA3_COMMIT:0:12}-$CFG_HASH"
 
 {
   echo "fa3-build: checkout   $CHECKOUT (FA3 commit $FA3_COMMIT)"
   echo "fa3-build: build root $ROOT -> $OUT_DIR"
-  echo "fa3-build: hdims      $HDIMS; patch ${PATCH:-none} (sha256 $PATCH_SHA); reuse ${REUSE:-none}"
+  echo "fa3-build: hdims      $HDIMS; patch ${PATCH:-none} (sha256 $PATCH_SHA); reuse ${REUSE:-none}; namespace $NAMESPACE"
   echo "fa3-build: env        MAX_JOBS=$MAX_JOBS NVCC_THREADS=$NVCC_THREADS"
   env | grep -E '^FLASH_ATTENTION_' | sort | sed 's/^/fa3-build: env        /'
   echo "fa3-build: setup.py   $(grep -n 'fa3-build.sh: offline' "$ROOT/hopper/setup.py")"
@@ -228,6 +265,7 @@ BUILD_ID="fa3-${FA3_COMMIT:0:12}-$CFG_HASH"
 
 finish() {  # move the tree from ROOT to OUT_DIR
   rm -rf "$OUT_DIR"; mkdir -p "$(dirname "$OUT_DIR")"; mv "$ROOT" "$OUT_DIR"
+  echo "$NAMESPACE" >"$OUT_DIR/NAMESPACE"
 }
 
 if ((DRY_RUN)); then
@@ -254,12 +292,15 @@ if ! (cd "$ROOT/hopper" && python3 setup.py build_ext --inplace --force) >"$ROOT
 fi
 finish
 echo "$BUILD_ID" >"$OUT_DIR/BUILD_ID"
+# setup.py writes flash_attn_config.py; a renamed interface imports it as NAME_config.
+[[ $NAMESPACE == flash_attn_3 || ! -f $OUT_DIR/hopper/flash_attn_config.py ]] ||
+  cp "$OUT_DIR/hopper/flash_attn_config.py" "$OUT_DIR/hopper/${NAMESPACE}_config.py"
 
-SO=$(find "$OUT_DIR/hopper/flash_attn_3" -maxdepth 1 -name '_C*.so' -print -quit)
-[[ -n $SO ]] || die "no flash_attn_3/_C*.so in $OUT_DIR/hopper after the build"
-log "smoke test: import flash_attn_interface (flash_attn_3._C)"
-python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import flash_attn_interface, flash_attn_3._C; print("fa3-build: imported", flash_attn_interface.__file__, flash_attn_3._C.__file__)' \
-  "$OUT_DIR/hopper" || die "smoke test failed: could not import flash_attn_interface from $OUT_DIR/hopper"
+SO=$(find "$OUT_DIR/hopper/$NAMESPACE" -maxdepth 1 -name '_C*.so' -print -quit)
+[[ -n $SO ]] || die "no $NAMESPACE/_C*.so in $OUT_DIR/hopper after the build"
+log "smoke test: import flash_attn_interface ($NAMESPACE._C)"
+python3 -c 'import importlib, sys; sys.path.insert(0, sys.argv[1]); import flash_attn_interface; m = importlib.import_module(sys.argv[2] + "._C"); print("fa3-build: imported", flash_attn_interface.__file__, m.__file__)' \
+  "$OUT_DIR/hopper" "$NAMESPACE" || die "smoke test failed: could not import flash_attn_interface from $OUT_DIR/hopper"
 STEPS=$(grep -oE '^\[[0-9]+/[0-9]+\]' "$OUT_DIR/build.log" | tail -n 1 || true)
 log "ninja steps run: ${STEPS:-none (no work to do)}"
 echo "fa3-build: BUILD_ID $BUILD_ID"

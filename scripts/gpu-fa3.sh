@@ -13,10 +13,15 @@
 # verbs   bench (fa3-kvcache against fixed:1, interleaved), sweep splits, and the oracle of
 #         $ORACLE_SPLITS on $WORKLOAD against fa3-kvcache, all on --device fa3:cuda:0.
 # patch   builds FA3 again with $PATCH applied (evodispatch distill --fa3-source) into
-#         /tmp/fa3-patched, reusing the stock objects; checks on $WORKLOAD that patched FA3
-#         deciding for itself passes the numeric check and runs $PROGRAM's (the winner's
-#         Lua) decision; then times $PROGRAM against fa3-kvcache on stock FA3, interleaved
-#         in one process, which is what the patched build launches.
+#         /tmp/fa3-patched, reusing the stock objects, under its own torch op namespace
+#         (fa3-build.sh --namespace flash_attn_3_evo); then the regression matrix on
+#         $WORKLOAD: patched FA3 against stock FA3, both deciding for themselves, timed in
+#         one process, interleaved, with stock FA3 told seq-aware's decisions beside them.
+#         Each shape also checks that patched FA3 passes the numeric check and runs
+#         $PROGRAM's (the winner's Lua) decision.
+# patch-domain  the same regression matrix on a fresh sample of $DOMAIN (default
+#         models-decode): $DOMAIN_SAMPLES shapes (default 120), seed $DOMAIN_SEED (default
+#         7), of the models whose head dim the build has ($HDIMS).
 # search  search --config $CONFIG (default gpu-fa3-safety-160) on fa3:cuda:0, stopped after
 #         $SEARCH_SECONDS (default 360) with SIGINT: resumable, nothing lost (RESUME=1 with
 #         DB= the database it returned goes on with the newest unfinished search).
@@ -46,6 +51,40 @@ build_fa3() {  # DIR [fa3-build.sh options...]
   bash scripts/fa3-build.sh "$src" "$dir" --hdims "${HDIMS:-128}" "$@" >"$out/$(basename "$dir")-build.log" 2>&1 ||
     { tail -n 40 "$out/$(basename "$dir")-build.log"; return 1; }
   tail -n 3 "$out/$(basename "$dir")-build.log"
+}
+
+# built_domain SEED SAMPLES FILE: a workload drawing SAMPLES shapes (seed SEED) of $DOMAIN's
+# models whose head dim the FA3 build has ($HDIMS).
+built_domain() {
+  python3 - "evaluator/workloads/${DOMAIN:-models-decode}.json" "$3" "${HDIMS:-128}" "$2" "$1" <<'EOF'
+import json, sys
+src, dst, hdims, samples, seed = sys.argv[1:6]
+w = json.load(open(src))
+d = w["domain"]
+d["models"] = [m for m in d["models"] if str(m["head_dim"]) in hdims.split()]
+d["samples"], d["seed"] = int(samples), int(seed)
+w["name"] = "%s-seed%s-d%s" % (w["name"], seed, "-".join(hdims.split()))
+w["description"] = "A sample of %s (seed %s) over its models of head dim %s." % (src, seed, hdims)
+w["shapes"] = []
+json.dump(w, open(dst, "w"), indent=1)
+EOF
+}
+
+# patch_regress WORKLOAD TAG: patched FA3 (/tmp/fa3-patched) against stock FA3 on WORKLOAD,
+# both deciding, in one process; seq-aware beside; rows in $out/TAG-regress.jsonl.
+patch_regress() {
+  local w=$1 tag=$2
+  step "patched FA3 against stock FA3 on $w, both deciding, one process (seq-aware beside)"
+  "$bin" decide --policy "${PROGRAM:?PROGRAM=winner.lua is required}" --workload "$w" --device cuda:0 --json \
+    >"$out/$tag-decide.jsonl" || return 1
+  "$bin" decide --policy seq-aware --workload "$w" --device cuda:0 --json >"$out/$tag-seq-aware.jsonl" || return 1
+  python3 evaluator/fa3/fa3_worker.py --regress "$out/$tag-decide.jsonl" --stock "$fa3/hopper" \
+    --patched /tmp/fa3-patched/hopper --beside "seq-aware=$out/$tag-seq-aware.jsonl" \
+    >"$out/$tag-regress.jsonl" 2>"$out/$tag-regress.log"
+  local rc=$?
+  tail -n 1 "$out/$tag-regress.jsonl"
+  tail -n 3 "$out/$tag-regress.log"
+  return $rc
 }
 
 for s in "${steps[@]}"; do
@@ -88,18 +127,36 @@ for s in "${steps[@]}"; do
     patch)
       step "build FA3 with ${PATCH:?PATCH=fa3.patch is required} into /tmp/fa3-patched"
       build_fa3 "$fa3" || exit 1
-      build_fa3 /tmp/fa3-patched --patch "$PATCH" --reuse "$fa3" || exit 1
-      step "patched FA3 runs ${PROGRAM:?PROGRAM=winner.lua is required}'s decisions on $workload"
-      "$bin" decide --policy "$PROGRAM" --workload "$workload" --device cuda:0 --json >"$out/decide.jsonl" || status=1
-      python3 evaluator/fa3/fa3_worker.py --regress "$out/decide.jsonl" --stock "$fa3/hopper" \
-        --patched /tmp/fa3-patched/hopper >"$out/patch-check.jsonl" 2>"$out/patch-check.log" || status=1
-      tail -n 1 "$out/patch-check.jsonl"
-      step "the winner against fa3-kvcache on stock FA3, interleaved (the patched build launches the same)"
-      evo bench --workload "$workload" --policy "$PROGRAM" --baseline fa3-kvcache --json >"$out/bench-winner.json" \
-        2>"$out/bench-winner.log" || status=1
-      tail -n 1 "$out/bench-winner.log"
+      build_fa3 /tmp/fa3-patched --patch "$PATCH" --reuse "$fa3" --namespace flash_attn_3_evo || exit 1
+      patch_regress "$workload" patch || status=1
       ;;
-    *) echo "gpu-fa3: unknown step $s (build, port, verbs, patch)" >&2; exit 2 ;;
+    search-domain)
+      export EVODISPATCH_FA3_PATH=$fa3/hopper
+      built_domain 1 343 "$out/search-domain-workload.json" || exit 1
+      python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["workload"] = sys.argv[2]; json.dump(c, open(sys.argv[3], "w"))' \
+        "${CONFIG:-search/configs/gpu-fa3-models-decode.json}" "$out/search-domain-workload.json" "$out/search-domain.json"
+      step "search on fa3:cuda:0 over $out/search-domain-workload.json"
+      if [ "${RESUME:-0}" = 1 ]; then args=(--resume); else args=(--config "$out/search-domain.json"); fi
+      timeout -s INT "${SEARCH_SECONDS:-360}" "$bin" search "${args[@]}" --device fa3:cuda:0 --db "$db" \
+        >"$out/search-domain.txt" 2>"$out/search-domain.log"
+      echo "search exit $? (130: stopped by the time limit, resumable with RESUME=1)"
+      tail -n 3 "$out/search-domain.log"
+      cat "$out/search-domain.txt"
+      ;;
+    distill-patch)
+      step "distill run ${RUN:?RUN=N, the search run} into $out/distill with an FA3 patch"
+      rm -rf /tmp/fa3-src && mkdir -p /tmp/fa3-src && tar -xJf "$src" -C /tmp/fa3-src || exit 1
+      checkout=$(dirname "$(dirname "$(find /tmp/fa3-src -maxdepth 3 -path '*/hopper/setup.py' -print -quit)")")
+      "$bin" distill --db "$db" --run "$RUN" --out "$out/distill" --fa3-source "$checkout" \
+        --fa3-commit "$(cat "$checkout/FA3_COMMIT")" >"$out/distill.txt" 2>&1 || { cat "$out/distill.txt"; exit 1; }
+      tail -n 5 "$out/distill.txt"
+      ;;
+    patch-domain)
+      sample="$out/${DOMAIN:-models-decode}-fresh.json"
+      built_domain "${DOMAIN_SEED:-7}" "${DOMAIN_SAMPLES:-120}" "$sample" || exit 1
+      patch_regress "$sample" patch-domain || status=1
+      ;;
+    *) echo "gpu-fa3: unknown step $s (build, port, verbs, search, patch, patch-domain)" >&2; exit 2 ;;
   esac
 done
 

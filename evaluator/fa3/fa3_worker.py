@@ -7,10 +7,12 @@ run with `python3 -c`); it can also run from the repository, for the port check:
 
     python3 evaluator/fa3/fa3_worker.py --port-check DECISIONS.jsonl [--index N]
     python3 evaluator/fa3/fa3_worker.py --regress DECISIONS.jsonl --stock HOPPER --patched HOPPER
+        [--beside LABEL=DECISIONS.jsonl] [--pairs N] [--floor X]
 
 where DECISIONS.jsonl is `evodispatch decide --json` output: of the fa3-kvcache policy for
-the port check; of the search's winner for the check of a patched FA3 build against stock
-(scripts/gpu-fa3.sh).
+the port check; of the search's winner for the regression of a patched FA3 build against
+stock (scripts/gpu-fa3.sh). The patched build must be built with
+`scripts/fa3-build.sh --namespace NAME` so that both load in this one process.
 
 A decision maps onto FA3's knobs: num_splits, pack_gqa and sm_margin of
 flash_attn_with_kvcache, called as vLLM calls it (a contiguous or paged KV cache with
@@ -25,8 +27,8 @@ block of the output's size just before the call; the caching allocator hands tha
 to FA3's output (the plan says whether it did).
 
 Environment: EVODISPATCH_FA3_PATH, a directory put first on sys.path (an FA3 build's
-hopper/ folder); EVODISPATCH_FA3_BACKEND, a Python file whose make_backend(index, device)
-replaces the torch backend (the tests' fake FA3).
+hopper/ folder); EVODISPATCH_FA3_BACKEND, a Python file whose make_backend(index, device,
+hopper) replaces the torch backend (the tests' fake FA3).
 """
 
 import hashlib
@@ -298,8 +300,7 @@ class Worker:
         """FA3 deciding for itself against `decision` (the fa3-kvcache policy's), interleaved,
         and the split FA3's scheduler reports for each."""
         c, _ = self.case(shape, None, True, timing)
-        own = {"num_splits": 0, "pack_gqa": None, "sm_margin": 0}
-        ga = self.backend.graph(c, own, 64)
+        ga = self.backend.graph(c, OWN, 64)
         gb = self.backend.graph(c, knobs(decision), 64)
         ratios = []
         for i in range(pairs):
@@ -309,27 +310,16 @@ class Worker:
                 y, x = gb.replay(), ga.replay()
             ratios.append(x / y)
         med, lo, hi = sample_stats(ratios)
-        return {"fa3_splits": self.backend.splits_run(c, own),
+        return {"fa3_splits": self.backend.splits_run(c, OWN),
                 "policy_splits": self.backend.splits_run(c, knobs(decision)),
                 "ratio_own_over_policy": med, "ratio_lo": lo, "ratio_hi": hi}
 
 
-    # A patched FA3 build is checked against stock in two processes (both builds register
-    # the same torch ops): for given knobs, the numeric check and the split FA3 runs.
-    def check_knobs(self, req):
-        shape = parse_shape(req.get("shape"))
-        k = req.get("knobs")
-        if not isinstance(k, dict) or set(k) != {"num_splits", "pack_gqa", "sm_margin"}:
-            raise Refused("knobs: {num_splits (0: FA3 decides), pack_gqa (null: FA3 decides), sm_margin}")
-        c, _ = self.case(shape, None, False, parse_timing(req.get("timing")))
-        res = self.backend.check(c, k)
-        if res.get("bad_elements", 0) or not res["rel_error"] < output_tolerance(shape["dtype"]):
-            raise RowError("numeric check failed: rel_error %s, %d bad outputs" % (res["rel_error"], res.get("bad_elements", 0)))
-        return {"splits": self.backend.splits_run(c, k), "rel_error": res["rel_error"]}
-
-
 class RowError(Exception):
     """Why a measurement failed: the row carries it."""
+
+
+OWN = {"num_splits": 0, "pack_gqa": None, "sm_margin": 0}  # FA3 decides for itself
 
 
 def knobs(decision):
@@ -356,8 +346,6 @@ def serve(worker, lines, out):
                 reply = {"id": rid, "ok": True, "measurement": worker.measure(req)}
             elif op == "compare":
                 reply = {"id": rid, "ok": True, "comparison": worker.compare(req)}
-            elif op == "check_knobs":
-                reply = {"id": rid, "ok": True, **worker.check_knobs(req)}
             else:
                 raise Refused("unknown op %r (info, measure, compare)" % op)
         except Unusable as e:
@@ -376,10 +364,11 @@ def serve(worker, lines, out):
 class TorchFa3Backend:
     """FA3 through flash_attn_interface, with torch for buffers, graphs and the reference."""
 
-    def __init__(self, index):
+    def __init__(self, index, hopper=None):
         import torch
         self.torch = torch
-        self.fa3 = import_fa3()
+        self.hopper = hopper
+        self.fa3 = import_fa3(hopper)
         self.dev = torch.device("cuda", index)
         torch.cuda.set_device(self.dev)
         self.stream = torch.cuda.Stream(self.dev)
@@ -387,7 +376,7 @@ class TorchFa3Backend:
         self.case_data = None
 
     def build_identity(self):
-        return fa3_build_identity()
+        return fa3_build_identity(self.hopper)
 
     def unsupported(self, shape):
         if shape["dtype"] == "fp8":
@@ -536,22 +525,57 @@ class _TorchReplay:
         return 1000.0 * start.elapsed_time(stop)
 
 
-def import_fa3():
-    path = os.environ.get("EVODISPATCH_FA3_PATH")
-    if path:
-        sys.path.insert(0, path)
+def import_fa3(hopper=None):
+    """FA3's Python interface: flash_attn_interface from $EVODISPATCH_FA3_PATH or the installed
+    package; or, given an FA3 build's hopper/ folder, that build's interface loaded under a
+    module name of its own, so that a second build (one with its own torch op namespace,
+    scripts/fa3-build.sh --namespace) loads beside the first."""
+    if hopper is None:
+        path = os.environ.get("EVODISPATCH_FA3_PATH")
+        if path:
+            sys.path.insert(0, path)
+        try:
+            import flash_attn_interface
+        except ImportError as e:
+            raise SystemExit("fa3 worker: cannot import flash_attn_interface (%s); set EVODISPATCH_FA3_PATH to an "
+                             "FA3 build's hopper/ folder (scripts/fa3-build.sh)" % e)
+        return flash_attn_interface
+    source = os.path.join(hopper, "flash_attn_interface.py")
+    if not os.path.isfile(source):
+        raise SystemExit("fa3 worker: %s: no flash_attn_interface.py (an FA3 build's hopper/ folder is required)" % hopper)
+    namespace = build_namespace(hopper)
+    if hopper not in sys.path:
+        sys.path.append(hopper)  # for NAMESPACE._C and NAMESPACE_config
+    spec = importlib.util.spec_from_file_location("fa3_interface_" + namespace, source)
+    mod = importlib.util.module_from_spec(spec)
     try:
-        import flash_attn_interface
-    except ImportError as e:
-        raise SystemExit("fa3 worker: cannot import flash_attn_interface (%s); set EVODISPATCH_FA3_PATH to an "
-                         "FA3 build's hopper/ folder (scripts/fa3-build.sh)" % e)
-    return flash_attn_interface
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        raise SystemExit("fa3 worker: cannot import %s (%s: %s)" % (source, type(e).__name__, e))
+    return mod
 
 
-def fa3_build_identity():
+def build_namespace(hopper):
+    """The torch op namespace of the FA3 build at hopper/ (NAMESPACE beside it, written by
+    scripts/fa3-build.sh; flash_attn_3 without it)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(hopper)), "NAMESPACE")
+    if os.path.isfile(path):
+        with open(path) as fh:
+            return fh.read().strip() or "flash_attn_3"
+    return "flash_attn_3"
+
+
+def fa3_build_identity(hopper=None):
     """FA3's commit and build flags, as scripts/fa3-build.sh writes them (BUILD_ID beside
     hopper/). Without that file, the hash of the compiled extension: two compiles of the
     same sources differ in bytes, so such rows are never reused across rebuilds."""
+    if hopper is not None:
+        cand = os.path.join(os.path.dirname(os.path.abspath(hopper)), "BUILD_ID")
+        if os.path.exists(cand):
+            with open(cand) as fh:
+                build_id = fh.read().strip()
+            if build_id:
+                return build_id
     for m in list(sys.modules.values()):
         f = getattr(m, "__file__", None) or ""
         if f.endswith("flash_attn_interface.py"):
@@ -573,14 +597,16 @@ def fa3_build_identity():
 
 # ---- entry points -----------------------------------------------------------------------
 
-def make_backend(index, device):
+def make_backend(index, device, hopper=None):
     path = os.environ.get("EVODISPATCH_FA3_BACKEND")
     if path:
-        spec = importlib.util.spec_from_file_location("evodispatch_fa3_backend", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod.make_backend(index, device)
-    return TorchFa3Backend(index)
+        if "evodispatch_fa3_backend" not in sys.modules:
+            spec = importlib.util.spec_from_file_location("evodispatch_fa3_backend", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            sys.modules["evodispatch_fa3_backend"] = mod
+        return sys.modules["evodispatch_fa3_backend"].make_backend(index, device, hopper)
+    return TorchFa3Backend(index, hopper)
 
 
 def _args(argv):
@@ -630,64 +656,150 @@ def port_check_main(a):
                       "max": max(ratios, default=0), "min": min(ratios, default=0)}), flush=True)
 
 
-class _Peer:
-    """A worker process over one FA3 build (EVODISPATCH_FA3_PATH=hopper)."""
+def decisions_of(path):
+    """(shape, knobs) per line of `evodispatch decide --json` output; errors name the line."""
+    out = []
+    with open(path) as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                j = json.loads(line)
+                shape = parse_shape({k: j[k] for k in ("batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim",
+                                                        "dtype", "page_size", "causal") if k in j})
+                want = {"num_splits": _int(j, "num_splits", 1), "pack_gqa": j.get("pack_gqa"),
+                        "sm_margin": _int(j, "sm_margin", 0, 0)}
+            except (ValueError, KeyError, Refused) as e:
+                raise SystemExit("fa3 worker: %s:%d: %s" % (path, n, e))
+            out.append((shape, want))
+    return out
 
-    def __init__(self, hopper, index):
-        import subprocess
-        env = dict(os.environ, EVODISPATCH_FA3_PATH=hopper)
-        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--index", str(index)], env=env,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.build = self.ask({"op": "info"})["info"]["kernel_build"]
 
-    def ask(self, req):
-        self.p.stdin.write(json.dumps(req) + "\n")
-        self.p.stdin.flush()
-        reply = json.loads(self.p.stdout.readline())
-        if not reply.get("ok"):
-            raise RowError(reply.get("error", "no reply"))
-        return reply
+def interleaved(graphs, rounds):
+    """Per-call times of each (graph, calls) over `rounds` rounds; each round replays every
+    graph once, starting from a different one each round."""
+    times = [[] for _ in graphs]
+    for g, n in graphs:
+        g.replay()
+    for r in range(rounds):
+        for i in range(len(graphs)):
+            k = (r + i) % len(graphs)
+            g, n = graphs[k]
+            times[k].append(g.replay() / n)
+    return times
+
+
+def compare_builds(stock, patched, shape, want, beside, timing, pairs):
+    """Stock FA3 and patched FA3, each deciding for itself, timed against each other in
+    interleaved rounds on the same inputs, beside stock FA3 told each `beside` decision.
+    speedup = stock time / other time, the median over rounds."""
+    row = {"shape": shape, "decision": want, "plan": {}}
+    c, gpu = stock.case(shape, None, True, timing)
+    patched.check(shape, OWN, c, row)
+    row["poisoned"] = row.pop("plan").get("poisoned", False)
+    row["patched_splits"] = patched.backend.splits_run(c, OWN)
+    row["stock_splits"] = stock.backend.splits_run(c, OWN)
+    row["decision_splits"] = stock.backend.splits_run(c, want)
+    row["patched_runs_decision"] = row["patched_splits"] == row["decision_splits"]
+    sides = [("stock", stock, OWN), ("patched", patched, OWN)]
+    for label, knobs_ in beside:
+        stock.check(shape, knobs_, c, {"plan": {}})
+        sides.append((label, stock, knobs_))
+    graphs = []
+    for label, w, k in sides:
+        n = w.calls_per_graph(c, k, timing, gpu["buffer_sets"])
+        graphs.append((w.backend.graph(c, k, n), n))
+    times = interleaved(graphs, pairs)
+    for (label, w, k), ts in zip(sides, times):
+        row[label + "_us"] = sample_stats(ts)[0]
+    speedups = [[a / b for a, b in zip(times[0], ts)] for ts in times]
+    row["speedup"], row["speedup_lo"], row["speedup_hi"] = sample_stats(speedups[1])
+    row["beside"] = {label: {"speedup": sample_stats(speedups[2 + i])[0], "splits": stock.backend.splits_run(c, k)}
+                     for i, (label, k) in enumerate(beside)}
+    return row
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
 
 
 def regress_main(a):
-    """Verifies a patched FA3 build against stock on every shape of a decisions file
-    (`evodispatch decide --policy PROGRAM --json`): patched FA3 deciding for itself
-    (num_splits=0, pack_gqa=None) must pass the numeric check and run the split that stock
-    FA3 runs when told the program's decision (get_scheduler_metadata in each build). Then
-    patched FA3 launches exactly what stock FA3 launches with those knobs, so its speed is
-    measured in one process: `evodispatch bench --device fa3:cuda:N --policy PROGRAM
-    --baseline fa3-kvcache`. Timing the two builds against each other needs two processes
-    (they register the same torch ops), and replays alternated between processes through a
-    pipe are biased: stock against a second stock process measured 1.12x geomean, up to
-    1.36x (docs/fa3.md)."""
+    """The regression matrix of a patched FA3 build against stock FA3, both deciding for
+    themselves (num_splits=0), timed in this one process, shape by shape over a decisions
+    file (`evodispatch decide --policy PROGRAM --json`, the program the patch carries).
+    Per shape: the numeric check of patched FA3, the split each build runs and the split
+    stock FA3 runs when told the program's decision (get_scheduler_metadata), then both
+    builds' calls interleaved; `--beside LABEL=FILE` adds stock FA3 told another policy's
+    decisions (seq-aware). A shape under --floor where the two builds run different splits
+    is measured again with three times the pairs: confirmed if it stays under. Prints a
+    JSON line per shape and a summary line; exits 1 when a shape is confirmed under the
+    floor or a sticky CUDA error stopped the run."""
     index = int(a.get("index", "0"))
-    stock, patched = _Peer(a["stock"], index), _Peer(a["patched"], index)
-    own = {"num_splits": 0, "pack_gqa": None, "sm_margin": 0}
-    rows = []
-    with open(a["regress"]) as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            j = json.loads(line)
-            shape = parse_shape({k: j[k] for k in ("batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim",
-                                                    "dtype", "page_size", "causal") if k in j})
-            want = {"num_splits": j["num_splits"], "pack_gqa": j.get("pack_gqa"), "sm_margin": 0}
-            row = {"shape": shape, "decision": want}
+    device = json.loads(a["device-json"]) if "device-json" in a else torch_device(index)
+    pairs, floor = int(a.get("pairs", "30")), float(a.get("floor", "0.99"))
+    for side in ("stock", "patched"):
+        if side not in a:
+            raise SystemExit("fa3 worker: --regress needs --stock HOPPER and --patched HOPPER")
+    if build_namespace(a["stock"]) == build_namespace(a["patched"]):
+        raise SystemExit("fa3 worker: both builds register torch.ops.%s, so they cannot load in one process: build "
+                         "the patched one with scripts/fa3-build.sh --namespace NAME" % build_namespace(a["patched"]))
+    stock = Worker("fa3:cuda:%d" % index, device, "", make_backend(index, device, a["stock"]))
+    patched = Worker("fa3:cuda:%d" % index, device, "", make_backend(index, device, a["patched"]))
+    wanted = decisions_of(a["regress"])
+    beside_label, beside_rows = None, []
+    if "beside" in a:
+        beside_label, _, path = a["beside"].partition("=")
+        if not beside_label or not path:
+            raise SystemExit("fa3 worker: --beside LABEL=DECISIONS.jsonl")
+        beside_rows = decisions_of(path)
+        if [s for s, _ in beside_rows] != [s for s, _ in wanted]:
+            raise SystemExit("fa3 worker: %s: its shapes are not those of %s, in the same order" % (path, a["regress"]))
+    timing = parse_timing({"l2": "cold"})
+    rows, status = [], 0
+    for i, (shape, want) in enumerate(wanted):
+        beside = [(beside_label, beside_rows[i][1])] if beside_label else []
+        row = {"shape": shape, "decision": want}
+        try:
+            row = compare_builds(stock, patched, shape, want, beside, timing, pairs)
+            if row["speedup"] < floor and row["patched_splits"] != row["stock_splits"]:
+                again = compare_builds(stock, patched, shape, want, beside, timing, 3 * pairs)
+                row["confirmed_speedup"] = again["speedup"]
+        except RowError as e:
+            row["error"] = str(e)
+        except Unusable as e:
+            row["error"] = str(e)
+            status = 1
+        except Exception as e:  # an FA3 refusal is this shape's failure
+            row["error"] = "%s: %s" % (type(e).__name__, e)
             try:
-                row["patched_splits"] = patched.ask({"op": "check_knobs", "shape": shape, "knobs": own})["splits"]
-                row["stock_splits"] = stock.ask({"op": "check_knobs", "shape": shape, "knobs": own})["splits"]
-                row["decision_splits"] = stock.ask({"op": "check_knobs", "shape": shape, "knobs": want})["splits"]
-                row["patched_runs_decision"] = row["patched_splits"] == row["decision_splits"]
-            except RowError as e:
-                row["error"] = str(e)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    ok = [r for r in rows if "patched_runs_decision" in r]
-    print(json.dumps({"shapes": len(rows), "failed": len(rows) - len(ok), "stock_build": stock.build,
-                      "patched_build": patched.build,
-                      "patched_runs_decision": sum(1 for r in ok if r["patched_runs_decision"]),
-                      "patched_differs_from_stock": sum(1 for r in ok if r["patched_splits"] != r["stock_splits"])}),
-          flush=True)
+                stock.backend.raise_if_sticky(e)
+            except Unusable as sticky:
+                row["error"], status = str(sticky), 1
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if status:
+            break  # a sticky CUDA error: nothing more can run in this process
+    ok = [r for r in rows if "speedup" in r]
+    differ = [r for r in ok if r["patched_splits"] != r["stock_splits"]]
+    under = [r for r in differ if r.get("confirmed_speedup", r["speedup"]) < floor]
+    worst = min(ok, key=lambda r: r["speedup"], default=None)
+    summary = {
+        "shapes": len(rows), "failed": len(rows) - len(ok), "stock_build": stock.kernel_build,
+        "patched_build": patched.kernel_build, "pairs": pairs, "floor": floor,
+        "patched_runs_decision": sum(1 for r in ok if r["patched_runs_decision"]),
+        "patched_differs_from_stock": len(differ),
+        "geomean_speedup": geomean([r["speedup"] for r in ok]),
+        "geomean_speedup_where_they_differ": geomean([r["speedup"] for r in differ]),
+        "worst_speedup": worst["speedup"] if worst else 0.0, "worst_shape": worst["shape"] if worst else None,
+        "under_floor_confirmed": len(under),
+        "under_floor_same_splits": sum(1 for r in ok if r["speedup"] < floor and r not in differ),
+    }
+    if beside_label:
+        b = [r["beside"][beside_label]["speedup"] for r in ok]
+        summary["beside"] = {beside_label: {"geomean_speedup": geomean(b), "worst_speedup": min(b, default=0.0),
+                                            "under_floor": sum(1 for x in b if x < floor)}}
+    print(json.dumps(summary), flush=True)
+    return 1 if status or under else 0
 
 
 def main(argv):

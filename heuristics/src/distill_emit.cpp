@@ -359,9 +359,10 @@ std::string emit_cpp_header(const DecisionFunction& fn) {
       << "    Decision d;\n    d.num_splits = " << split_expr(r.num_splits, false) << ";\n"
       << "    d.pack_gqa = " << pack << ";\n    d.sm_margin = " << r.sm_margin << ";\n    return d;\n  }\n";
   }
-  if (fn.model) o << "  return detail::model_dispatch(s, hw, detail::fa3_dispatch(s, hw));\n";
-  else if (fn.fallback == Fallback::fa3) o << "  return detail::fa3_dispatch(s, hw);\n";
-  else if (fn.fallback == Fallback::fa3_kvcache) o << "  return detail::fa3_kvcache_dispatch(s, hw);\n";
+  const std::string base = fn.fallback == Fallback::fa3_kvcache ? "detail::fa3_kvcache_dispatch(s, hw)"
+                                                                 : "detail::fa3_dispatch(s, hw)";
+  if (fn.model) o << "  return detail::model_dispatch(s, hw, " << base << ");\n";
+  else if (fn.fallback != Fallback::none) o << "  return " << base << ";\n";
   else o << "  return Decision{1, pack_default, 0};  // not reached: the last rule always holds\n";
   o << "}\n\n}  // namespace distilled\n}  // namespace evodispatch\n";
   return o.str();
@@ -373,7 +374,7 @@ std::string emit_python(const DecisionFunction& fn) {
     << "). Do not edit: distill again.\n\n"
     << "A decode-attention dispatch heuristic in plain Python 3 (no third-party imports), the\n"
     << "same function as heuristic.hpp. Method: " << fn.method
-    << "; fallback: " << (fn.fallback == Fallback::fa3 ? "fa3" : "none") << ".\n\n"
+    << "; fallback: " << name(fn.fallback) << ".\n\n"
     << "dispatch(shape, hw) takes dicts of ints:\n"
     << "  shape: batch, seqlen_q, seqlen_k, h_q, h_kv, head_dim, dtype (0 bf16, 1 fp16, 2 fp8),\n"
     << "         page_size (0 = contiguous), causal (0/1)\n"
@@ -403,9 +404,10 @@ std::string emit_python(const DecisionFunction& fn) {
       << "        return {\"num_splits\": " << split_expr(r.num_splits, true) << ", \"pack_gqa\": " << pack
       << ", \"sm_margin\": " << r.sm_margin << "}\n";
   }
-  if (fn.model) o << "    return _model_dispatch(shape, hw, _fa3_dispatch(shape, hw))\n";
-  else if (fn.fallback == Fallback::fa3) o << "    return _fa3_dispatch(shape, hw)\n";
-  else if (fn.fallback == Fallback::fa3_kvcache) o << "    return _fa3_kvcache_dispatch(shape, hw)\n";
+  const std::string py_base = fn.fallback == Fallback::fa3_kvcache ? "_fa3_kvcache_dispatch(shape, hw)"
+                                                                    : "_fa3_dispatch(shape, hw)";
+  if (fn.model) o << "    return _model_dispatch(shape, hw, " << py_base << ")\n";
+  else if (fn.fallback != Fallback::none) o << "    return " << py_base << "\n";
   else o << "    return {\"num_splits\": 1, \"pack_gqa\": pack_default, \"sm_margin\": 0}  # not reached\n";
   o << R"PY(
 

@@ -93,9 +93,10 @@ Decision evaluate(const DecisionFunction& fn, const Shape& s, const DeviceInfo& 
     d.sm_margin = r.sm_margin;
     return resolve(d, s);
   }
-  if (fn.model) return model_decision(*fn.model, s, hw, fa3_reference(s, hw));
-  if (fn.fallback == Fallback::fa3) return resolve(fa3_reference(s, hw), s);
-  if (fn.fallback == Fallback::fa3_kvcache) return resolve(fa3_kvcache_reference(s, hw), s);
+  if (fn.fallback == Fallback::fa3 || fn.fallback == Fallback::fa3_kvcache) {
+    const Decision base = fn.fallback == Fallback::fa3 ? fa3_reference(s, hw) : fa3_kvcache_reference(s, hw);
+    return fn.model ? model_decision(*fn.model, s, hw, base) : resolve(base, s);
+  }
   throw InputError("distilled function: no rule holds for " + describe(s) + " and there is no fallback");
 }
 
@@ -259,7 +260,8 @@ DecisionFunction decision_function_from_json(const nlohmann::json& j, const std:
   if (j.contains("provenance")) fn.provenance = j["provenance"];
   if (j.contains("model")) {
     fn.model = latency_model_from_json(j["model"], path + ".model");
-    if (fn.fallback != Fallback::fa3) bad(path + ".model", "a latency model needs fallback \"fa3\" (its baseline)");
+    if (fn.fallback == Fallback::none)
+      bad(path + ".model", "a latency model needs fallback \"fa3\" or \"fa3-kvcache\" (its baseline)");
   }
   if (fn.fallback == Fallback::none && (fn.rules.empty() || !fn.rules.back().when.empty()))
     bad(path + ".rules", "with fallback \"none\" the last rule must be unconditional");

@@ -73,11 +73,12 @@ distill::DecisionFunction to_decision_function(const Program& p, const DeviceInf
     fn.method = "rules";
     return fn;
   }
-  // A latency model in front of FA3's own dispatch is exported as the model itself: exact
-  // on every shape, where a tree would only copy it on the grid.
-  if (auto script = latency_model_of(p.base_source); script && is_fa3_source(script->baseline_source)) {
+  // A latency model in front of FA3's own dispatch (either) is exported as the model itself:
+  // exact on every shape, where a tree would only copy it on the grid.
+  if (auto script = latency_model_of(p.base_source);
+      script && (is_fa3_source(script->baseline_source) || is_fa3_kvcache_source(script->baseline_source))) {
     fn.model = script->model;
-    fn.fallback = distill::Fallback::fa3;
+    fn.fallback = is_fa3_source(script->baseline_source) ? distill::Fallback::fa3 : distill::Fallback::fa3_kvcache;
     fn.method = p.rules.empty() ? "model" : "rules+model";
     return fn;
   }

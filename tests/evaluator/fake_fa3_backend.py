@@ -6,25 +6,38 @@ that its scheduler lowers when the SMs are full; time grows with the work per SM
 knobs reach it or the tests see it; and it fails the way FA3 fails: a head dim outside its
 build raises RuntimeError, num_splits 13 writes NaN outputs (a kernel bug the numeric
 check must catch), num_splits 99 is an illegal memory access that poisons the context.
+
+A build directory (the worker's --stock and --patched hopper/ folders) may hold fake.json,
+{"build": ID, "own_splits": {"SEQLEN_K": SPLITS}}: a patched build whose own heuristic
+picks other splits at those lengths.
 """
 
+import json
 import math
+import os
 
 BUILD = "fake-fa3-0123abcd"
 
 
-def make_backend(index, device):
-    return FakeFa3(device)
+def make_backend(index, device, hopper=None):
+    return FakeFa3(device, hopper)
 
 
 class FakeFa3:
-    def __init__(self, device):
+    def __init__(self, device, hopper=None):
         self.num_sms = device["num_sms"]
         self.sticky = None
         self.calls = 0  # kernel calls run, graphs included
+        self.build, self.own_splits = BUILD, {}
+        path = os.path.join(hopper, "fake.json") if hopper else ""
+        if os.path.isfile(path):
+            with open(path) as fh:
+                j = json.load(fh)
+            self.build = j.get("build", BUILD)
+            self.own_splits = {int(k): v for k, v in j.get("own_splits", {}).items()}
 
     def build_identity(self):
-        return BUILD
+        return self.build
 
     def unsupported(self, shape):
         return "the FA3 worker measures bf16 and fp16 caches" if shape["dtype"] == "fp8" else ""
@@ -51,6 +64,8 @@ class FakeFa3:
         nblk = -(-s["seqlen_k"] // 128)
         sms = self.num_sms - knobs["sm_margin"]
         own = max(1, min(nblk, sms // max(1, s["batch"] * s["h_kv"])))
+        if knobs["num_splits"] == 0 and s["seqlen_k"] in self.own_splits:
+            return self.own_splits[s["seqlen_k"]]
         bound = knobs["num_splits"] if knobs["num_splits"] > 0 else own
         return max(1, min(bound, own, nblk))
 

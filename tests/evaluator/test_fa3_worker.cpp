@@ -3,13 +3,18 @@
 // fails the ways FA3 fails.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include <evodispatch/evaluator/worker.hpp>
 
 #include "../support/devices.hpp"
+#include "../support/run_command.hpp"
 
 using namespace evodispatch;
 using nlohmann::json;
@@ -128,18 +133,104 @@ TEST_F(Fa3Worker, BadRequestsGetAnErrorReplyAndTheWorkerGoesOn) {
   EXPECT_EQ(remote->restarts(), 0);
 }
 
-// What scripts/gpu-fa3.sh's patch step asks each build: the numeric check and the split
-// FA3 runs for given knobs, FA3 deciding when num_splits is 0 and pack_gqa null.
-TEST_F(Fa3Worker, CheckKnobsReportsTheSplitFa3RunsAndFailsOnBadOutputs) {
-  const json shape = to_json(gqa(4, 2048));
-  const json own = remote->request(
-      {{"op", "check_knobs"}, {"shape", shape}, {"knobs", {{"num_splits", 0}, {"pack_gqa", nullptr}, {"sm_margin", 0}}}});
-  ASSERT_TRUE(own.value("ok", false)) << own.dump();
-  EXPECT_EQ(own["splits"], json::array({4}));  // the fake FA3's own choice for 32 CTAs
-  const json bad = remote->request(
-      {{"op", "check_knobs"}, {"shape", shape}, {"knobs", {{"num_splits", 13}, {"pack_gqa", true}, {"sm_margin", 0}}}});
-  EXPECT_FALSE(bad.value("ok", true));
-  EXPECT_NE(bad.value("error", "").find("numeric check failed"), std::string::npos) << bad.dump();
-  const json partial = remote->request({{"op", "check_knobs"}, {"shape", shape}, {"knobs", {{"num_splits", 1}}}});
-  EXPECT_NE(partial.value("error", "").find("knobs:"), std::string::npos) << partial.dump();
+// scripts/gpu-fa3.sh's patch step: a patched FA3 build against stock, both deciding for
+// themselves, timed in one worker process (fake builds: the patched one picks 1 split at
+// Lk = 2048, where that is slower, and at Lk = 256, where it is faster).
+class Fa3Regress : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_python()) GTEST_SKIP() << "python3 is not installed";
+    dir = test::scratch_path("fa3-regress");
+    std::filesystem::create_directories(dir / "stock" / "hopper");
+    std::filesystem::create_directories(dir / "patched" / "hopper");
+    write("patched/NAMESPACE", "flash_attn_3_evo\n");
+    write("patched/hopper/fake.json", R"({"build": "fake-patched", "own_splits": {"2048": 1, "256": 1}})");
+    ::setenv("EVODISPATCH_FA3_BACKEND", EVO_SOURCE_DIR "/tests/evaluator/fake_fa3_backend.py", 1);
+  }
+  void TearDown() override {
+    ::unsetenv("EVODISPATCH_FA3_BACKEND");
+    std::filesystem::remove_all(dir);
+  }
+  void write(const std::string& name, const std::string& text) { std::ofstream(dir / name) << text; }
+  // decide --json lines: the program's decision per shape.
+  void decisions(const std::string& name, const std::vector<std::pair<Shape, int>>& rows) {
+    std::string text;
+    for (const auto& [shape, splits] : rows) {
+      json j = to_json(shape);
+      j["num_splits"] = splits;
+      j["pack_gqa"] = true;
+      j["sm_margin"] = 0;
+      text += j.dump() + "\n";
+    }
+    write(name, text);
+  }
+  // The worker's --regress run: its JSON lines; its exit status and stderr in `run`.
+  std::vector<json> regress(const std::string& extra) {
+    run = test::run_command("/usr/bin/env python3 " EVO_SOURCE_DIR "/evaluator/fa3/fa3_worker.py --regress " +
+                            (dir / "program.jsonl").string() + " --stock " + (dir / "stock/hopper").string() +
+                            " --patched " + (dir / "patched/hopper").string() + " --pairs 6 --device-json '" +
+                            json{{"name", "H100"}, {"num_sms", 132}, {"l2_bytes", 50 << 20}, {"cc", 90}}.dump() +
+                            "' " + extra);
+    std::vector<json> out;
+    std::istringstream lines(run.out);
+    for (std::string line; std::getline(lines, line);) out.push_back(json::parse(line));
+    return out;
+  }
+  std::filesystem::path dir;
+  test::CommandResult run;
+};
+
+TEST_F(Fa3Regress, TimesBothBuildsInOneProcessAndConfirmsWhatFallsUnderTheFloor) {
+  const Shape slower = gqa(4, 2048), faster = gqa(8, 256), same = gqa(1, 8192), unbuilt = gqa(1, 8192, 96);
+  decisions("program.jsonl", {{slower, 1}, {faster, 1}, {same, 16}, {unbuilt, 16}});
+  decisions("seq-aware.jsonl", {{slower, 2}, {faster, 2}, {same, 2}, {unbuilt, 2}});
+  const auto out = regress("--beside seq-aware=" + (dir / "seq-aware.jsonl").string());
+  ASSERT_EQ(out.size(), 5u) << run.err;
+  EXPECT_EQ(run.code, 1) << "a shape is confirmed under the floor";
+  // Lk = 2048: patched FA3 runs the program's 1 split where stock runs 4, and is slower.
+  EXPECT_EQ(out[0]["patched_splits"], json::array({1}));
+  EXPECT_EQ(out[0]["stock_splits"], json::array({4}));
+  EXPECT_TRUE(out[0]["patched_runs_decision"].get<bool>());
+  EXPECT_LT(out[0]["speedup"].get<double>(), 0.7);
+  EXPECT_LT(out[0]["confirmed_speedup"].get<double>(), 0.99);
+  EXPECT_NEAR(out[0]["stock_us"].get<double>() / out[0]["patched_us"].get<double>(), out[0]["speedup"].get<double>(), 0.02);
+  // Lk = 256: one split instead of two saves the combine.
+  EXPECT_GT(out[1]["speedup"].get<double>(), 1.2);
+  EXPECT_FALSE(out[1].contains("confirmed_speedup"));
+  // Same splits in both builds: nothing to confirm, speedup 1.
+  EXPECT_NEAR(out[2]["speedup"].get<double>(), 1.0, 0.02);
+  // seq-aware's 2 splits, run on stock FA3, beside them.
+  EXPECT_EQ(out[2]["beside"]["seq-aware"]["splits"], json::array({2}));
+  EXPECT_LT(out[2]["beside"]["seq-aware"]["speedup"].get<double>(), 0.5);
+  // A head dim the build lacks is this shape's failure, and the run goes on.
+  EXPECT_NE(out[3].value("error", "").find("does not support headdim 96"), std::string::npos) << out[3].dump();
+  const json& sum = out[4];
+  EXPECT_EQ(sum["shapes"], 4);
+  EXPECT_EQ(sum["failed"], 1);
+  EXPECT_EQ(sum["stock_build"], "fa3:fake-fa3-0123abcd");
+  EXPECT_EQ(sum["patched_build"], "fa3:fake-patched");
+  EXPECT_EQ(sum["patched_runs_decision"], 3);
+  EXPECT_EQ(sum["patched_differs_from_stock"], 2);
+  EXPECT_EQ(sum["under_floor_confirmed"], 1);
+  EXPECT_NEAR(sum["geomean_speedup"].get<double>(),
+              std::cbrt(out[0]["speedup"].get<double>() * out[1]["speedup"].get<double>() * out[2]["speedup"].get<double>()),
+              1e-9);
+  EXPECT_EQ(sum["beside"]["seq-aware"]["under_floor"], 2);
+}
+
+TEST_F(Fa3Regress, RefusesTwoBuildsOfOneNamespaceAndDecisionsOfOtherShapes) {
+  decisions("program.jsonl", {{gqa(4, 2048), 1}});
+  std::filesystem::remove(dir / "patched/NAMESPACE");
+  EXPECT_TRUE(regress("").empty());
+  EXPECT_NE(run.code, 0);
+  EXPECT_NE(run.err.find("--namespace"), std::string::npos) << run.err;
+  write("patched/NAMESPACE", "flash_attn_3_evo\n");
+  decisions("seq-aware.jsonl", {{gqa(4, 4096), 1}});
+  EXPECT_TRUE(regress("--beside seq-aware=" + (dir / "seq-aware.jsonl").string()).empty());
+  EXPECT_NE(run.code, 0);
+  EXPECT_NE(run.err.find("seq-aware.jsonl: its shapes are not those of"), std::string::npos) << run.err;
+  write("program.jsonl", "{\"batch\": 4, \"seqlen_k\": 2048}\n");
+  EXPECT_TRUE(regress("").empty());
+  EXPECT_NE(run.code, 0);
+  EXPECT_NE(run.err.find("program.jsonl:1:"), std::string::npos) << run.err;
 }

@@ -119,10 +119,11 @@ end
                                                          rep.first[0].expected + ", distilled " + rep.first[0].got);
 }
 
-// The model-based family: rules in front of a latency model whose baseline is FA3 export the
-// model itself, and the compiled header and the Python module decide exactly as the
-// rendered Lua program on a dense grid and on random shapes far outside it.
-TEST(DistillAdapter, RulesInFrontOfALatencyModelExportTheModelExactly) {
+// The model-based family: rules in front of a latency model whose baseline is FA3's own
+// dispatch (fa3, or fa3-kvcache on FA3's serving path) export the model itself, and the
+// compiled header and the Python module decide exactly as the rendered Lua program on a
+// dense grid and on random shapes far outside it.
+static void expect_model_exported_exactly(const std::string& baseline, distill::Fallback fallback) {
   LatencyModel m;
   m.splits = {1, 2, 3, 4, 6, 8, 16, 32, 64};
   m.sm_margins = {0, 4};
@@ -131,17 +132,18 @@ TEST(DistillAdapter, RulesInFrontOfALatencyModelExportTheModelExactly) {
   m.box[0] = {64, 128};
   m.box[1] = {1, 1};
   m.box[5] = {1, 200000};
-  const std::string fa3 = base_program("fa3", *builtin_policy_source("fa3")).base_source;
-  const Program p = rules_on("model", render_lua(m, fa3));
+  const std::string base = base_program(baseline, *builtin_policy_source(baseline)).base_source;
+  const Program p = rules_on("model", render_lua(m, base));
   const DeviceInfo hw = h100();
   const distill::DecisionFunction fn = to_decision_function(p, hw, distill::grid_shapes(distill::Domain::small()));
   EXPECT_EQ(fn.method, "rules+model");
+  EXPECT_EQ(fn.fallback, fallback);
   ASSERT_TRUE(fn.model.has_value());
   EXPECT_EQ(*fn.model, m);
   EXPECT_EQ(distill::decision_function_from_json(distill::to_json(fn)), fn);
   EXPECT_FALSE(distill::emit_fa3_body(fn).body.has_value());
 
-  const fs::path dir = temp_dir("model");
+  const fs::path dir = temp_dir("model-" + baseline);
   distill::write_exports(fn, dir);
   auto compiled = distill::CompiledHeuristic::build(dir);
   auto script = DispatchScript::load("program", render_lua(p));
@@ -164,7 +166,8 @@ TEST(DistillAdapter, RulesInFrontOfALatencyModelExportTheModelExactly) {
                                                            rep.first[0].expected + ", distilled " + rep.first[0].got);
     for (const Shape& s : random) {
       const Decision c = compiled->decide(s, dev);
-      from_model += !eval_rules(p, feature_values(s, dev)) && c != resolve(fa3_reference(s, dev), s);
+      const Decision own = fallback == distill::Fallback::fa3 ? fa3_reference(s, dev) : fa3_kvcache_reference(s, dev);
+      from_model += !eval_rules(p, feature_values(s, dev)) && c != resolve(own, s);
       rows.push_back({s.batch, s.seqlen_q, s.seqlen_k, s.h_q, s.h_kv, s.head_dim, int(s.dtype), s.page_size,
                       s.causal ? 1 : 0, dev.num_sms, dev.cc, c.num_splits, *c.pack_gqa ? 1 : 0, c.sm_margin});
     }
@@ -177,6 +180,15 @@ TEST(DistillAdapter, RulesInFrontOfALatencyModelExportTheModelExactly) {
   std::ifstream log(dir / "py.log");
   const std::string out((std::istreambuf_iterator<char>(log)), {});
   EXPECT_NE(out.find(" 0 differ"), std::string::npos) << out;
+}
+
+TEST(DistillAdapter, RulesInFrontOfALatencyModelExportTheModelExactly) {
+  expect_model_exported_exactly("fa3", distill::Fallback::fa3);
+}
+
+// A search on FA3's own kernels: the model's baseline is fa3-kvcache.
+TEST(DistillAdapter, ALatencyModelOverFa3KvcacheExportsExactlyToo) {
+  expect_model_exported_exactly("fa3-kvcache", distill::Fallback::fa3_kvcache);
 }
 
 // Rules over fa3-kvcache (FA3 deciding on its serving path, the base of searches on FA3's
