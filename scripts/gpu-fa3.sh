@@ -6,6 +6,8 @@
 #
 # build   scripts/fa3-build.sh: stock FA3 into $FA3_DIR (default /tmp/fa3-stock), bf16,
 #         forward only, head dims $HDIMS (default "128"); skipped when $FA3_DIR holds a build.
+# gpu-tests  the GPU tests of the FA3 worker (build-gpu/tests/test_evaluator_gpu, GpuFa3.*)
+#         against the stock build.
 # port    the fa3-kvcache policy against FA3 deciding for itself, shape by shape on
 #         $WORKLOAD (default paper-safety-160): the split FA3's scheduler reports for each
 #         (get_scheduler_metadata), and FA3's own call timed against the policy's explicit
@@ -93,6 +95,12 @@ for s in "${steps[@]}"; do
       step "build stock FA3 into $fa3"
       build_fa3 "$fa3" || exit 1
       ;;
+    gpu-tests)
+      step "GpuFa3 tests against $fa3"
+      EVODISPATCH_FA3_PATH=$fa3/hopper "$root/$build/tests/test_evaluator_gpu" --gtest_filter='GpuFa3.*' \
+        >"$out/gpu-tests.txt" 2>&1 || status=1
+      tail -n 4 "$out/gpu-tests.txt"
+      ;;
     port)
       step "port check: fa3-kvcache against FA3 deciding, on $workload"
       export EVODISPATCH_FA3_PATH=$fa3/hopper
@@ -156,11 +164,11 @@ for s in "${steps[@]}"; do
       built_domain "${DOMAIN_SEED:-7}" "${DOMAIN_SAMPLES:-120}" "$sample" || exit 1
       patch_regress "$sample" patch-domain || status=1
       ;;
-    *) echo "gpu-fa3: unknown step $s (build, port, verbs, search, patch, patch-domain)" >&2; exit 2 ;;
+    *) echo "gpu-fa3: unknown step $s (build, gpu-tests, port, verbs, search, search-domain, distill-patch, patch, patch-domain)" >&2; exit 2 ;;
   esac
 done
 
-xz -T0 -c "$db" >"$out/evodispatch.db.xz" 2>/dev/null || cp "$db" "$out/evodispatch.db"
+[ -f "$db" ] && { xz -T0 -c "$db" >"$out/evodispatch.db.xz" 2>/dev/null || cp "$db" "$out/evodispatch.db"; }
 rm -rf "$work_cache"
 step "gpu-fa3: $([ $status -eq 0 ] && echo passed || echo FAILED) (results in $out)"
 exit $status
