@@ -27,6 +27,10 @@
 # search  search --config $CONFIG (default gpu-fa3-safety-160) on fa3:cuda:0, stopped after
 #         $SEARCH_SECONDS (default 360) with SIGINT: resumable, nothing lost (RESUME=1 with
 #         DB= the database it returned goes on with the newest unfinished search).
+# search-domain  the same with $CONFIG (default gpu-fa3-models-decode) over a sample of
+#         $DOMAIN's models whose head dim the build has: 343 shapes, seed 1.
+# distill-patch  distill --run $RUN of the database into $OUT/distill, with fa3.patch
+#         against the FA3 sources ($FA3_SRC); then PATCH=$OUT/distill/fa3.patch for patch.
 # With no STEP: build port verbs. Everything lands in $OUT/evodispatch.db.xz too; DB=FILE
 # (.db or .db.xz) starts from an earlier database, copied.
 set -uo pipefail
@@ -43,6 +47,12 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 evo() { "$bin" "$@" --device fa3:cuda:0 --db "$db"; }
 # DB: an earlier run's database, to reuse its measurements (copied, never written in place).
 [ -n "${DB:-}" ] && { case $DB in *.xz) xz -dc "$DB" >"$db" ;; *) cp "$DB" "$db" ;; esac; }
+# The database comes back whatever step stops the script.
+save_db() {
+  [ -f "$db" ] && { xz -T0 -c "$db" >"$out/evodispatch.db.xz" 2>/dev/null || cp "$db" "$out/evodispatch.db"; }
+  rm -rf "$work_cache"
+}
+trap save_db EXIT
 steps=("$@")
 ((${#steps[@]})) || steps=(build port verbs)
 
@@ -153,10 +163,15 @@ for s in "${steps[@]}"; do
       ;;
     distill-patch)
       step "distill run ${RUN:?RUN=N, the search run} into $out/distill with an FA3 patch"
-      rm -rf /tmp/fa3-src && mkdir -p /tmp/fa3-src && tar -xJf "$src" -C /tmp/fa3-src || exit 1
-      checkout=$(dirname "$(dirname "$(find /tmp/fa3-src -maxdepth 3 -path '*/hopper/setup.py' -print -quit)")")
-      "$bin" distill --db "$db" --run "$RUN" --out "$out/distill" --fa3-source "$checkout" \
-        --fa3-commit "$(cat "$checkout/FA3_COMMIT")" >"$out/distill.txt" 2>&1 || { cat "$out/distill.txt"; exit 1; }
+      checkout=$src
+      if [ -f "$src" ]; then
+        rm -rf /tmp/fa3-src && mkdir -p /tmp/fa3-src && tar -xJf "$src" -C /tmp/fa3-src || exit 1
+        checkout=$(dirname "$(dirname "$(find /tmp/fa3-src -maxdepth 3 -path '*/hopper/setup.py' -print -quit)")")
+      fi
+      commit=()  # a git checkout names its commit; the tarball carries FA3_COMMIT
+      [ -f "$checkout/FA3_COMMIT" ] && commit=(--fa3-commit "$(cat "$checkout/FA3_COMMIT")")
+      "$bin" distill --db "$db" --run "$RUN" --out "$out/distill" --fa3-source "$checkout" "${commit[@]}" \
+        >"$out/distill.txt" 2>&1 || { cat "$out/distill.txt"; exit 1; }
       tail -n 5 "$out/distill.txt"
       ;;
     patch-domain)
@@ -168,7 +183,5 @@ for s in "${steps[@]}"; do
   esac
 done
 
-[ -f "$db" ] && { xz -T0 -c "$db" >"$out/evodispatch.db.xz" 2>/dev/null || cp "$db" "$out/evodispatch.db"; }
-rm -rf "$work_cache"
 step "gpu-fa3: $([ $status -eq 0 ] && echo passed || echo FAILED) (results in $out)"
 exit $status
