@@ -95,7 +95,7 @@ patch_regress() {
     >"$out/$tag-regress.jsonl" 2>"$out/$tag-regress.log"
   local rc=$?
   tail -n 1 "$out/$tag-regress.jsonl"
-  tail -n 3 "$out/$tag-regress.log"
+  tail -n 60 "$out/$tag-regress.log"  # the shapes whose split changed, failures, the summary
   return $rc
 }
 

@@ -799,7 +799,43 @@ def regress_main(a):
         summary["beside"] = {beside_label: {"geomean_speedup": geomean(b), "worst_speedup": min(b, default=0.0),
                                             "under_floor": sum(1 for x in b if x < floor)}}
     print(json.dumps(summary), flush=True)
+    report(rows, differ, summary, beside_label, sys.stderr)
     return 1 if status or under else 0
+
+
+def describe_shape(s):
+    return "B=%d Lq=%d Lk=%d Hq=%d Hkv=%d D=%d %s%s" % (
+        s["batch"], s["seqlen_q"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"], s["dtype"],
+        " page=%d" % s["page_size"] if s["page_size"] else "")
+
+
+def report(rows, differ, summary, beside_label, out):
+    """The regression matrix for a reader: the shapes whose split the patch changes, slowest
+    first, the failures, and the summary in words."""
+    def splits(x):
+        return "/".join(str(v) for v in x) if isinstance(x, list) else str(x)
+    out.write("patched FA3 (%s) against stock FA3 (%s), both deciding, %d interleaved rounds\n"
+              % (summary["patched_build"], summary["stock_build"], summary["pairs"]))
+    for r in sorted(differ, key=lambda r: r.get("confirmed_speedup", r["speedup"])):
+        line = "  %-44s splits %s -> %s  %.3fx" % (describe_shape(r["shape"]), splits(r["stock_splits"]),
+                                                  splits(r["patched_splits"]), r["speedup"])
+        if "confirmed_speedup" in r:
+            line += " (again: %.3fx%s)" % (r["confirmed_speedup"],
+                                          ", REGRESSION" if r["confirmed_speedup"] < summary["floor"] else "")
+        if beside_label:
+            line += "  %s %.3fx" % (beside_label, r["beside"][beside_label]["speedup"])
+        out.write(line + "\n")
+    for r in rows:
+        if "error" in r:
+            out.write("  %-44s failed: %s\n" % (describe_shape(r["shape"]), r["error"]))
+    out.write("%d shapes, %d failed; the patch changes the split on %d (%.4fx there); geomean %.4fx, worst %.3fx; "
+              "%d confirmed under %.2f\n" % (summary["shapes"], summary["failed"], summary["patched_differs_from_stock"],
+                                             summary["geomean_speedup_where_they_differ"], summary["geomean_speedup"],
+                                             summary["worst_speedup"], summary["under_floor_confirmed"], summary["floor"]))
+    if beside_label:
+        b = summary["beside"][beside_label]
+        out.write("%s on stock FA3: geomean %.4fx, worst %.3fx, %d under %.2f\n"
+                  % (beside_label, b["geomean_speedup"], b["worst_speedup"], b["under_floor"], summary["floor"]))
 
 
 def main(argv):

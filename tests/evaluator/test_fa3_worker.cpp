@@ -216,6 +216,15 @@ TEST_F(Fa3Regress, TimesBothBuildsInOneProcessAndConfirmsWhatFallsUnderTheFloor)
               std::cbrt(out[0]["speedup"].get<double>() * out[1]["speedup"].get<double>() * out[2]["speedup"].get<double>()),
               1e-9);
   EXPECT_EQ(sum["beside"]["seq-aware"]["under_floor"], 2);
+  // And for a reader, on stderr: the changed shapes, slowest first, and the failure.
+  const auto slow = run.err.find("B=4 Lq=1 Lk=2048 Hq=32 Hkv=8 D=128 bf16"), fast = run.err.find("B=8 Lq=1 Lk=256");
+  ASSERT_NE(slow, std::string::npos) << run.err;
+  EXPECT_LT(slow, fast) << run.err;
+  EXPECT_NE(run.err.find("splits 4 -> 1"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(", REGRESSION)"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("failed: RuntimeError: This flash attention build does not support headdim 96"),
+            std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("1 confirmed under 0.99"), std::string::npos) << run.err;
 }
 
 TEST_F(Fa3Regress, RefusesTwoBuildsOfOneNamespaceAndDecisionsOfOtherShapes) {
