@@ -82,6 +82,20 @@ json.dump(w, open(dst, "w"), indent=1)
 EOF
 }
 
+# fa3_search CONFIG TAG: search --config CONFIG (or --resume with RESUME=1) on fa3:cuda:0,
+# stopped with SIGINT after $SEARCH_SECONDS; the summary in $out/TAG.txt, progress in TAG.log.
+fa3_search() {
+  local config=$1 tag=$2 args
+  export EVODISPATCH_FA3_PATH=$fa3/hopper
+  step "search --config $config on fa3:cuda:0"
+  if [ "${RESUME:-0}" = 1 ]; then args=(--resume); else args=(--config "$config"); fi
+  timeout -s INT "${SEARCH_SECONDS:-360}" "$bin" search "${args[@]}" --device fa3:cuda:0 --db "$db" \
+    >"$out/$tag.txt" 2>"$out/$tag.log"
+  echo "search exit $? (130: stopped by the time limit, resumable with RESUME=1)"
+  tail -n 3 "$out/$tag.log"
+  cat "$out/$tag.txt"
+}
+
 # patch_regress WORKLOAD TAG: patched FA3 (/tmp/fa3-patched) against stock FA3 on WORKLOAD,
 # both deciding, in one process; seq-aware beside; rows in $out/TAG-regress.jsonl.
 patch_regress() {
@@ -134,13 +148,7 @@ for s in "${steps[@]}"; do
       tail -n 8 "$out/oracle.log"
       ;;
     search)
-      export EVODISPATCH_FA3_PATH=$fa3/hopper
-      step "search --config ${CONFIG:-search/configs/gpu-fa3-safety-160.json} on fa3:cuda:0"
-      if [ "${RESUME:-0}" = 1 ]; then args=(--resume); else args=(--config "${CONFIG:-search/configs/gpu-fa3-safety-160.json}"); fi
-      timeout -s INT "${SEARCH_SECONDS:-360}" "$bin" search "${args[@]}" --device fa3:cuda:0 --db "$db" --json \
-        >"$out/search.json" 2>"$out/search.log"
-      echo "search exit $? (130: stopped by the time limit, resumable)"
-      tail -n 12 "$out/search.log"
+      fa3_search "${CONFIG:-search/configs/gpu-fa3-safety-160.json}" search
       ;;
     patch)
       step "build FA3 with ${PATCH:?PATCH=fa3.patch is required} into /tmp/fa3-patched"
@@ -149,17 +157,10 @@ for s in "${steps[@]}"; do
       patch_regress "$workload" patch || status=1
       ;;
     search-domain)
-      export EVODISPATCH_FA3_PATH=$fa3/hopper
       built_domain 1 343 "$out/search-domain-workload.json" || exit 1
       python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["workload"] = sys.argv[2]; json.dump(c, open(sys.argv[3], "w"))' \
         "${CONFIG:-search/configs/gpu-fa3-models-decode.json}" "$out/search-domain-workload.json" "$out/search-domain.json"
-      step "search on fa3:cuda:0 over $out/search-domain-workload.json"
-      if [ "${RESUME:-0}" = 1 ]; then args=(--resume); else args=(--config "$out/search-domain.json"); fi
-      timeout -s INT "${SEARCH_SECONDS:-360}" "$bin" search "${args[@]}" --device fa3:cuda:0 --db "$db" \
-        >"$out/search-domain.txt" 2>"$out/search-domain.log"
-      echo "search exit $? (130: stopped by the time limit, resumable with RESUME=1)"
-      tail -n 3 "$out/search-domain.log"
-      cat "$out/search-domain.txt"
+      fa3_search "$out/search-domain.json" search-domain
       ;;
     distill-patch)
       step "distill run ${RUN:?RUN=N, the search run} into $out/distill with an FA3 patch"

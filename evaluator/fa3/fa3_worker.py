@@ -134,6 +134,21 @@ def sample_stats(xs):
     return q(0.5), q(0.1), q(0.9)
 
 
+def interleaved(graphs, rounds, warmup=1):
+    """Per-call times of each (graph, calls) over `rounds` rounds, after `warmup` replays of
+    each; each round replays every graph once, starting from a different one each round."""
+    times = [[] for _ in graphs]
+    for _ in range(warmup):
+        for g, n in graphs:
+            g.replay()
+    for r in range(rounds):
+        for i in range(len(graphs)):
+            k = (r + i) % len(graphs)
+            g, n = graphs[k]
+            times[k].append(g.replay() / n)
+    return times
+
+
 def output_tolerance(dtype):
     return 5e-3 if dtype == "fp16" else 1e-2
 
@@ -262,21 +277,8 @@ class Worker:
                 calls = self.calls_per_graph(c, d, timing, gpu["buffer_sets"])
                 graphs.append((self.backend.graph(c, knobs(d), calls), calls))
                 out[side]["plan"]["gpu"] = dict(gpu, calls_per_replay=calls)
-            (ga, na), (gb, nb) = graphs
-            for _ in range(max(1, timing["warmup"])):
-                ga.replay()
-                gb.replay()
-            ta, tb, ratios = [], [], []
-            for i in range(pairs):  # A first on even pairs, B first on odd ones
-                if i % 2 == 0:
-                    x = ga.replay() / na
-                    y = gb.replay() / nb
-                else:
-                    y = gb.replay() / nb
-                    x = ga.replay() / na
-                ta.append(x)
-                tb.append(y)
-                ratios.append(x / y)
+            ta, tb = interleaved(graphs, pairs, max(1, timing["warmup"]))  # A first on even pairs
+            ratios = [x / y for x, y in zip(ta, tb)]
             for side, ts in (("a", ta), ("b", tb)):
                 out[side]["median_us"], out[side]["p10_us"], out[side]["p90_us"] = sample_stats(ts)
                 out[side]["samples"] = len(ts)
@@ -300,16 +302,9 @@ class Worker:
         """FA3 deciding for itself against `decision` (the fa3-kvcache policy's), interleaved,
         and the split FA3's scheduler reports for each."""
         c, _ = self.case(shape, None, True, timing)
-        ga = self.backend.graph(c, OWN, 64)
-        gb = self.backend.graph(c, knobs(decision), 64)
-        ratios = []
-        for i in range(pairs):
-            if i % 2 == 0:
-                x, y = ga.replay(), gb.replay()
-            else:
-                y, x = gb.replay(), ga.replay()
-            ratios.append(x / y)
-        med, lo, hi = sample_stats(ratios)
+        graphs = [(self.backend.graph(c, OWN, 64), 64), (self.backend.graph(c, knobs(decision), 64), 64)]
+        own, policy = interleaved(graphs, pairs, warmup=0)
+        med, lo, hi = sample_stats([x / y for x, y in zip(own, policy)])
         return {"fa3_splits": self.backend.splits_run(c, OWN),
                 "policy_splits": self.backend.splits_run(c, knobs(decision)),
                 "ratio_own_over_policy": med, "ratio_lo": lo, "ratio_hi": hi}
@@ -673,20 +668,6 @@ def decisions_of(path):
                 raise SystemExit("fa3 worker: %s:%d: %s" % (path, n, e))
             out.append((shape, want))
     return out
-
-
-def interleaved(graphs, rounds):
-    """Per-call times of each (graph, calls) over `rounds` rounds; each round replays every
-    graph once, starting from a different one each round."""
-    times = [[] for _ in graphs]
-    for g, n in graphs:
-        g.replay()
-    for r in range(rounds):
-        for i in range(len(graphs)):
-            k = (r + i) % len(graphs)
-            g, n = graphs[k]
-            times[k].append(g.replay() / n)
-    return times
 
 
 def compare_builds(stock, patched, shape, want, beside, timing, pairs):
