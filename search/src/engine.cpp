@@ -496,7 +496,11 @@ bool SearchEngine::Impl::is_model(const Record& r) const {
 Program SearchEngine::Impl::verified(const Program& p) const {
   if (p.rules.empty()) return p;
   const auto features = config.decisions.verified_boxes ? box_features() : std::vector<Feature>{};
-  return verify_boxes(p, operators.train, features, config.decisions.max_splits, config.decisions.min_support);
+  // A rule's evidence is where it changes the base's decision: the base's decisions on the
+  // training shapes come from the checker, which runs each base once.
+  const CheckResult& base = checker->base(p.base_name, p.base_source);
+  return verify_boxes(p, operators.train, features, config.decisions.max_splits, config.decisions.min_support,
+                      base.ok ? std::span<const Decision>(base.decisions) : std::span<const Decision>());
 }
 
 double SearchEngine::Impl::score_of(std::int64_t id) const {

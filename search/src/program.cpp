@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <optional>
+#include <span>
 
 #include <evodispatch/heuristics/json_reader.hpp>
 #include <evodispatch/search/hash.hpp>
@@ -462,34 +464,72 @@ std::vector<int> takers(const std::vector<Rule>& rules, const std::vector<Featur
 }
 }  // namespace
 
+namespace {
+// What rule r decides on v, resolved as the contract resolves it (pack_gqa: qpk > 1).
+Decision resolved_at(const Rule& r, const FeatureValues& v, int max_splits) {
+  Decision d{std::clamp(eval_split(r.num_splits, v), 1, std::max(max_splits, 1)), r.pack_gqa, r.sm_margin};
+  if (!d.pack_gqa) d.pack_gqa = v[static_cast<int>(Feature::qpk)] > 1;
+  return d;
+}
+
+// The smallest box, over `features`, holding every shape of `on` whose index is listed.
+std::vector<Condition> box_over(const std::vector<FeatureValues>& on, const std::vector<int>& shapes,
+                                const std::vector<Feature>& features) {
+  std::vector<Condition> box;
+  for (Feature f : features) {
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+    for (int k : shapes) {
+      lo = std::min(lo, on[static_cast<std::size_t>(k)][static_cast<int>(f)]);
+      hi = std::max(hi, on[static_cast<std::size_t>(k)][static_cast<int>(f)]);
+    }
+    box.push_back({f, Op::ge, lo});
+    box.push_back({f, Op::le, hi});
+  }
+  return box;
+}
+
+// Per rule, the shapes of `on` that count as its evidence: every shape it takes or, given
+// the base's decisions, those on which it decides otherwise than what follows it (the
+// later rules, boxed, then the base). Boxes the rules from the last to the first, since
+// what follows a rule depends on the boxes of the rules after it.
+std::vector<std::vector<int>> box_by_evidence(std::vector<Rule>& rules, const std::vector<FeatureValues>& on,
+                                              const std::vector<int>& taker, const std::vector<Feature>& features,
+                                              std::span<const Decision> base, int max_splits) {
+  std::vector<std::vector<int>> evidence(rules.size());
+  for (std::size_t r = rules.size(); r-- > 0;) {
+    for (std::size_t k = 0; k < on.size(); ++k) {
+      if (taker[k] != static_cast<int>(r)) continue;
+      if (!base.empty()) {
+        std::optional<Decision> after;
+        for (std::size_t later = r + 1; later < rules.size() && !after; ++later)
+          if (holds(rules[later], on[k])) after = resolved_at(rules[later], on[k], max_splits);
+        if (resolved_at(rules[r], on[k], max_splits) == after.value_or(base[k])) continue;
+      }
+      evidence[r].push_back(static_cast<int>(k));
+    }
+    if (!evidence[r].empty()) rules[r].box = box_over(on, evidence[r], features);
+  }
+  return evidence;
+}
+}  // namespace
+
 Program verify_boxes(const Program& p, const std::vector<FeatureValues>& verified_on,
-                     const std::vector<Feature>& features, int max_splits, int min_support) {
+                     const std::vector<Feature>& features, int max_splits, int min_support,
+                     std::span<const Decision> base_decisions) {
+  if (!base_decisions.empty() && base_decisions.size() != verified_on.size())
+    throw InputError("verify_boxes: " + std::to_string(base_decisions.size()) + " base decisions for " +
+                     std::to_string(verified_on.size()) + " shapes");
   std::vector<Rule> rules = p.rules;
-  for (Rule& r : rules) r.box.clear();
-  std::vector<int> taker = takers(rules, verified_on);
   // Dropping a rule hands its shapes to later rules, which may then be supported.
   for (;;) {
-    std::vector<int> support(rules.size(), 0);
-    for (int t : taker)
-      if (t >= 0) ++support[static_cast<std::size_t>(t)];
+    for (Rule& r : rules) r.box.clear();
+    const std::vector<int> taker = takers(rules, verified_on);
+    const auto evidence = box_by_evidence(rules, verified_on, taker, features, base_decisions, max_splits);
     std::vector<Rule> kept;
     for (std::size_t r = 0; r < rules.size(); ++r)
-      if (support[r] >= std::max(min_support, 1)) kept.push_back(rules[r]);
+      if (static_cast<int>(evidence[r].size()) >= std::max(min_support, 1)) kept.push_back(rules[r]);
     if (kept.size() == rules.size()) break;
     rules = std::move(kept);
-    taker = takers(rules, verified_on);
-  }
-  for (std::size_t r = 0; r < rules.size() && !features.empty(); ++r) {
-    for (Feature f : features) {
-      std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
-      for (std::size_t k = 0; k < verified_on.size(); ++k) {
-        if (taker[k] != static_cast<int>(r)) continue;
-        lo = std::min(lo, verified_on[k][static_cast<int>(f)]);
-        hi = std::max(hi, verified_on[k][static_cast<int>(f)]);
-      }
-      rules[r].box.push_back({f, Op::ge, lo});
-      rules[r].box.push_back({f, Op::le, hi});
-    }
   }
   Program out = p;
   out.rules = std::move(rules);

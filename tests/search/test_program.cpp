@@ -326,6 +326,52 @@ TEST(VerifyBoxes, ARuleDecidingTooFewTrainingShapesIsDroppedAndItsShapesGoOn) {
   EXPECT_FALSE(verify_boxes(p, train, features, kMaxSplits, 4).rules.size());  // nobody has 4
 }
 
+// Where a rule repeats the base it measured nothing about its own decision: given the
+// base's decisions, only the shapes it changes support it and bound its box.
+TEST(VerifyBoxes, OnlyTheShapesARuleChangesSupportItAndBoundItsBox) {
+  Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
+  Rule eight;  // takes four shapes, changes two of them (the base gives 8 on the others)
+  eight.when = {{Feature::seqlen_k, Op::ge, 1024}};
+  eight.num_splits.constant = 8;
+  Rule three;  // takes the rest; the base already gives 3 on one of them
+  three.num_splits.constant = 3;
+  p.rules = {eight, three};
+  const std::vector<FeatureValues> train = {at(1, 1024), at(2, 2048), at(4, 4096), at(8, 8192), at(1, 256), at(2, 512)};
+  const auto d = [](int k) { return Decision{k, false, 0}; };
+  const std::vector<Decision> base = {d(8), d(1), d(1), d(8), d(3), d(1)};
+  const std::vector<Feature> features = {Feature::batch, Feature::seqlen_k};
+
+  const Program boxed = verify_boxes(p, train, features, kMaxSplits, 1, base);
+  ASSERT_EQ(boxed.rules.size(), 2u);
+  for (std::size_t k = 0; k < train.size(); ++k) {  // every training decision as the unboxed program's
+    const auto unboxed = eval_rules(p, train[k]);
+    EXPECT_EQ(eval_rules(boxed, train[k]).value_or(base[k]).num_splits, unboxed->num_splits) << k;
+  }
+  // The first rule's box spans the two shapes it changes (batch 2..4, Lk 2048..4096), not
+  // the four it takes: at B=8 Lk=8192 no rule holds and the base (8 there) decides.
+  EXPECT_EQ(eval_rules(boxed, at(3, 3000))->num_splits, 8);
+  EXPECT_FALSE(eval_rules(boxed, at(8, 8192)));
+  EXPECT_FALSE(eval_rules(boxed, at(16, 8192)));
+  EXPECT_EQ(eval_rules(p, at(16, 8192))->num_splits, 8);
+  // The second rule changes one shape (B=2 Lk=512): its box is that point, so at(1, 256),
+  // where it repeats the base, now goes to the base.
+  EXPECT_FALSE(eval_rules(boxed, at(1, 256)));
+  EXPECT_EQ(eval_rules(boxed, at(2, 512))->num_splits, 3);
+
+  // min_support counts the same shapes: two for the first rule, one for the second.
+  const Program supported = verify_boxes(p, train, features, kMaxSplits, 2, base);
+  ASSERT_EQ(supported.rules.size(), 1u);
+  EXPECT_EQ(supported.rules[0].when, eight.when);
+  // Without the base's decisions every shape a rule takes is its evidence.
+  EXPECT_EQ(verify_boxes(p, train, features, kMaxSplits, 2).rules.size(), 2u);
+  // A rule that changes nothing is dropped.
+  const std::vector<Decision> all_eight(train.size(), d(8));
+  Program only_eight = p;
+  only_eight.rules = {eight};
+  EXPECT_TRUE(verify_boxes(only_eight, train, features, kMaxSplits, 1, all_eight).rules.empty());
+  EXPECT_THROW(verify_boxes(p, train, features, kMaxSplits, 1, std::span<const Decision>(base).first(2)), InputError);
+}
+
 TEST(VerifyBoxes, TheBoxIsKeptApartInJsonAndMarkedInTheLua) {
   Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
   Rule r;

@@ -9,6 +9,7 @@
 // every threshold is an integer, so conditions and expressions are exact in Lua and C++.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -142,16 +143,19 @@ Rule rule_from_json(const nlohmann::json&, const std::string& path);
 SplitExpr split_expr_from_json(const nlohmann::json&, const std::string& path);
 
 // Each rule confined to the box it was verified on. Boxes are first removed, then every
-// shape of `verified_on` goes to the first rule whose `when` holds; a rule that takes
-// fewer than `min_support` of them is dropped (and the shapes go again), and each rule
-// left gets as its box, for every feature of `features`, the range of values over the
-// shapes it takes (no box when `features` is empty). The decision on every shape of
-// `verified_on` is that of the program without its boxes and unsupported rules; any other
-// shape outside a rule's box falls through to the later rules and to the base, so no rule
-// extrapolates beyond what was measured. Normalised (into [1, max_splits]); applying it
-// again changes nothing.
+// shape of `verified_on` goes to the first rule whose `when` holds. A rule's evidence is the
+// shapes it takes or, given the base's decision on every shape of `verified_on`
+// (`base_decisions`, resolved), only those on which it decides otherwise than what follows
+// it (the later rules, boxed, then the base): a shape where the rule repeats the base
+// measured nothing about the rule's own decision. A rule with fewer than `min_support`
+// shapes of evidence is dropped (and the shapes go again); each rule left gets as its box,
+// for every feature of `features`, the range of values over its evidence (no box when
+// `features` is empty). The decision on every shape of `verified_on` is that of the
+// program without its boxes and unsupported rules; any other shape outside a rule's box
+// falls through to the later rules and to the base, so no rule extrapolates beyond what
+// was measured. Normalised (into [1, max_splits]); applying it again changes nothing.
 Program verify_boxes(const Program&, const std::vector<FeatureValues>& verified_on, const std::vector<Feature>& features,
-                     int max_splits = kMaxSplits, int min_support = 1);
+                     int max_splits = kMaxSplits, int min_support = 1, std::span<const Decision> base_decisions = {});
 // The features a verified box covers: every feature.
 std::vector<Feature> box_features();
 
