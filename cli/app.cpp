@@ -13,7 +13,7 @@ namespace evodispatch::cli {
 void add_device_option(CLI::App& verb, CommonOptions& o) {
   verb.add_option("--device", o.device,
                   "auto | cuda:N | fa3:cuda:N (FlashAttention-3's kernels) | sim:PROFILE (a shipped profile or a "
-                  "JSON file)")
+                  "JSON file) | replay:DB (the GPU measurements stored in another results database)")
       ->capture_default_str();
 }
 void add_db_option(CLI::App& verb, CommonOptions& o) {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <evodispatch/search/replay_evaluator.hpp>
 #include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/heuristics/policy.hpp>
@@ -20,7 +21,7 @@ struct DecideOptions : CommonOptions {
 
 int decide(const DecideOptions& o) {
   const Workload workload = load_workload(o.workload);
-  const DeviceInfo hw = make_evaluator(o.device)->device();
+  const DeviceInfo hw = search::make_any_evaluator(o.device)->device();
   auto policy = make_policy(o.policy);
   int failures = 0;
   if (!o.json)

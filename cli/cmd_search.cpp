@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <evodispatch/search/replay_evaluator.hpp>
 #include <evodispatch/evaluator/evaluator.hpp>
 #include <evodispatch/evaluator/gpu_probe.hpp>
 #include <evodispatch/results/database.hpp>
@@ -308,7 +309,7 @@ int run_search(SearchOptions& o) {
   std::vector<std::unique_ptr<Evaluator>> owned;
   std::vector<Evaluator*> evaluators;
   for (const auto& spec : device_list(device)) {
-    owned.push_back(make_evaluator(spec));
+    owned.push_back(search::make_any_evaluator(spec));
     evaluators.push_back(owned.back().get());
   }
 

@@ -1,6 +1,7 @@
 #include "session.hpp"
 
 #include <evodispatch/results/results.hpp>
+#include <evodispatch/search/replay_evaluator.hpp>
 
 namespace evodispatch::cli {
 
@@ -15,7 +16,7 @@ void RunSession::interrupted() { results::Runs(db).finish(run_id, results::RunSt
 
 RunSession open_run_session(const std::string& kind, const std::string& device, const std::string& db_path,
                             nlohmann::json config, const Workload* workload) {
-  auto evaluator = make_evaluator(device);
+  auto evaluator = search::make_any_evaluator(device);
   auto db = results::Database::open(db_path);
   results::RunRecord run;
   run.kind = kind;

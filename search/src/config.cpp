@@ -334,9 +334,12 @@ std::vector<Field> declare_fields() {
                "the sm_margin values a rule may return"),
       integer(CONFIG_MEMBER(decisions.max_rules), {1, 256}, "the most rules a program may have"),
       flag(CONFIG_MEMBER(decisions.verified_boxes),
-           "confine each rule to the feature box of the training shapes on which it changes the base's decision: no rule extrapolates"),
+           "confine each rule to the feature box of its evidence on the training shapes: no rule extrapolates"),
       integer(CONFIG_MEMBER(decisions.min_support), {1, 1 << 20},
-              "the fewest training shapes on which a rule must change the base's decision, else it is dropped"),
+              "the fewest training shapes of a rule's evidence, else it is dropped"),
+      flag(CONFIG_MEMBER(decisions.evidence_only),
+           "a rule's evidence (its support and its box) is the training shapes where it changes the base's decision; "
+           "false: every training shape it takes"),
 
       flag(CONFIG_MEMBER(model.enabled),
            "also search the model-based family (a latency model fitted to the oracle) on half the islands"),

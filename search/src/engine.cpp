@@ -498,9 +498,11 @@ Program SearchEngine::Impl::verified(const Program& p) const {
   const auto features = config.decisions.verified_boxes ? box_features() : std::vector<Feature>{};
   // A rule's evidence is where it changes the base's decision: the base's decisions on the
   // training shapes come from the checker, which runs each base once.
-  const CheckResult& base = checker->base(p.base_name, p.base_source);
+  std::span<const Decision> base_decisions;
+  if (config.decisions.evidence_only)
+    if (const CheckResult& base = checker->base(p.base_name, p.base_source); base.ok) base_decisions = base.decisions;
   return verify_boxes(p, operators.train, features, config.decisions.max_splits, config.decisions.min_support,
-                      base.ok ? std::span<const Decision>(base.decisions) : std::span<const Decision>());
+                      base_decisions);
 }
 
 double SearchEngine::Impl::score_of(std::int64_t id) const {

@@ -210,9 +210,10 @@ struct SearchEngine::Impl {
   // Whether the program belongs to the model-based family (its base is a latency model).
   bool is_model(const Record&) const;
   mutable std::unordered_map<std::string, bool> model_bases;  // base key -> is a latency model
-  // A candidate's rules as verify_boxes leaves them on the training shapes: those changing
-  // the base's decision on fewer than decisions.min_support dropped, the rest boxed around
-  // those shapes when decisions.verified_boxes.
+  // A candidate's rules as verify_boxes leaves them on the training shapes: those with
+  // fewer than decisions.min_support shapes of evidence (decisions.evidence_only: shapes
+  // where they change the base's decision) dropped, the rest boxed around their evidence
+  // when decisions.verified_boxes.
   Program verified(const Program&) const;
   FitnessOptions fitness_options() const { return {config.fitness.floor, config.fitness.penalty}; }
   double score_of(std::int64_t id) const;

@@ -73,6 +73,7 @@ struct SearchConfig {
     int max_rules = 12;
     bool verified_boxes = true;
     int min_support = 2;
+    bool evidence_only = true;
   } decisions;
 
   // The model-based program family: a latency model fitted to the oracle's measurements.
