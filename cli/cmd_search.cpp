@@ -154,7 +154,7 @@ std::string time_split(const nlohmann::json& s);
 
 // The test split: fresh shapes that selected nothing, the winner (or the baseline kept)
 // measured on them.
-void print_test(const nlohmann::json& t, bool no_winner) {
+void print_test(const nlohmann::json& t, bool no_winner, bool replayed) {
   if (!t.is_object()) return;
   if (t.contains("error") && !t.contains("geomean")) {
     std::cout << "    test        " << t["error"].get<std::string>() << "\n";
@@ -172,7 +172,10 @@ void print_test(const nlohmann::json& t, bool no_winner) {
   if (c["oracle_fraction"].is_number())
     std::cout << ", " << fixed(100 * c["oracle_fraction"].get<double>(), 1) << "% of the oracle's gain (oracle "
               << fixed(c["oracle_geomean"].get<double>(), 4) << "x)";
-  std::cout << ": winner and oracle against the baseline, interleaved, on " << c.value("shapes", 0) << " shapes\n";
+  // A replay re-measures nothing: its comparisons divide the stored medians.
+  std::cout << ": winner and oracle against the baseline, "
+            << (replayed ? "stored medians divided (replayed)" : "interleaved") << ", on " << c.value("shapes", 0)
+            << " shapes\n";
 }
 
 // Each program family's best finalist on validation and, when there is a test split, on test.
@@ -225,7 +228,8 @@ void print_summary(const nlohmann::json& s, const std::string& program_file) {
                 << " shapes where it differs from the baseline\n";
     }
   }
-  print_test(s.value("test", nlohmann::json()), w.is_null());
+  print_test(s.value("test", nlohmann::json()), w.is_null(),
+             s.value("device", std::string()).starts_with(search::kReplayPrefix));
   print_families(s.value("families", nlohmann::json()));
   std::cout << "  database: " << s.value("database", std::string()) << " (run " << s["run_id"] << ")\n";
   if (w.is_null()) return;

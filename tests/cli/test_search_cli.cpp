@@ -74,3 +74,26 @@ TEST(SearchCli, ResumeWithoutAnyRunFailsAndBadResumeUsageExitsTwo) {
   EXPECT_EQ(test::run_evodispatch("search --resume abc --db " + dir.file("empty.db")).code, 2);
   EXPECT_EQ(test::run_evodispatch("search --resume --seed 3 --db " + dir.file("empty.db")).code, 2);
 }
+
+// An overnight run's database searched again on another machine: `--device replay:DB`
+// answers from its rows, so a bench of what it measured gives its numbers back and a
+// search runs to the end over them.
+TEST(SearchCli, ReplayingADatabaseGivesItsMeasurementsBackToBenchAndSearch) {
+  FinishedSearch s;
+  ASSERT_EQ(s.first.code, 0) << s.first.err;
+  const std::string wl = s.dir.file("mini.json");
+  const std::string bench = "bench --policy fa3 --workload " + wl + " --json --db ";
+  const auto measured = test::run_evodispatch(bench + s.db + " --device sim:h100-sxm");
+  const auto replayed = test::run_evodispatch(bench + s.dir.file("replay.db") + " --device replay:" + s.db);
+  ASSERT_EQ(measured.code, 0) << measured.err;
+  ASSERT_EQ(replayed.code, 0) << replayed.err;
+  const auto a = nlohmann::json::parse(measured.out)["rows"], b = nlohmann::json::parse(replayed.out)["rows"];
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["median_us"], b[i]["median_us"]) << i;
+
+  const auto search = test::run_evodispatch("search --config " + s.config + " --db " + s.dir.file("replay.db") +
+                                            " --device replay:" + s.db + " --seed 3");
+  EXPECT_EQ(search.code, 0) << search.err;
+  EXPECT_THAT(search.out, HasSubstr("on replay:" + s.db));
+  EXPECT_THAT(search.out, HasSubstr("best program #"));
+}
