@@ -9,6 +9,7 @@
 #   bash scripts/gpu-kernels.sh cudnn      # paper-safety-160 and cliff-8k against cuDNN
 #   bash scripts/gpu-kernels.sh weak       # bench/gpu/{weak-shapes,packed-groups,long-requests,d64-shapes}.json against cuDNN
 #   bash scripts/gpu-kernels.sh domain     # a fresh models-decode sample ($SAMPLES, seed $SEED) against cuDNN
+#   bash scripts/gpu-kernels.sh order      # that sample's fa3 times in its order and reversed: does one depend on the last?
 #
 # Every step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK: both)
 # and times SDPA's cuDNN on the same shapes in the same run (bench/gpu/sdpa_compare.py). Writes
@@ -40,6 +41,16 @@ compare() {  # compare NAME JSON...: cuDNN beside the oracle, with issue 18's su
   python3 bench/gpu/sdpa_compare.py "${args[@]}" --backends cudnn --out "$out/$name.json" \
     2>"$out/$name.log" >"$out/$name.md" || status=1
   sed -n '/^| workload/,$p' "$out/$name.md"
+}
+
+domain_sample() {  # domain_sample FILE: models-decode, $SAMPLES shapes drawn with seed $SEED
+  python3 - "${SAMPLES:-120}" "${SEED:-18}" >"$1" <<'EOF'
+import json, sys
+w = json.load(open("evaluator/workloads/models-decode.json"))
+w["name"] = "models-decode-sample"
+w["domain"]["samples"], w["domain"]["seed"] = int(sys.argv[1]), int(sys.argv[2])
+json.dump(w, sys.stdout)
+EOF
 }
 
 for mode in "$@"; do
@@ -85,17 +96,29 @@ for mode in "$@"; do
       ;;
     domain)
       step "a fresh models-decode sample against cuDNN"
-      python3 - "${SAMPLES:-120}" "${SEED:-18}" >"$out/models-decode-sample.json" <<'EOF'
-import json, sys
-w = json.load(open("evaluator/workloads/models-decode.json"))
-w["name"] = "models-decode-sample"
-w["domain"]["samples"], w["domain"]["seed"] = int(sys.argv[1]), int(sys.argv[2])
-json.dump(w, sys.stdout)
-EOF
+      domain_sample "$out/models-decode-sample.json"
       oracle "$out/models-decode-sample.json" oracle-domain
       compare report-domain "$out/oracle-domain.json"
       ;;
-    *) echo "gpu-kernels: unknown step $mode (tests, fp8, tilings, cudnn, weak, domain)" >&2; exit 2 ;;
+    order)
+      step "fa3's decisions on a models-decode sample, in its order and reversed (fresh databases)"
+      domain_sample "$out/order-sample.json"
+      "$bin" decide --policy fa3 --workload "$out/order-sample.json" --json >"$out/order-decisions.jsonl" || status=1
+      python3 - "$out/order-decisions.jsonl" "$out" <<'EOF'
+import json, sys
+keys = ("batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim", "dtype", "page_size", "causal")
+shapes = [{k: d[k] for k in keys if k in d} for d in map(json.loads, filter(str.strip, open(sys.argv[1])))]
+for name, order in (("forward", shapes), ("reversed", shapes[::-1])):
+    json.dump({"name": "order-" + name, "shapes": order}, open("%s/order-%s.json" % (sys.argv[2], name), "w"))
+EOF
+      for dir in forward reversed; do
+        rm -f "$db-$dir"
+        "$bin" bench --workload "$out/order-$dir.json" --policy fa3 --device cuda:0 --db "$db-$dir" --json \
+          >"$out/fa3-$dir.json" 2>"$out/fa3-$dir.log" || status=1
+      done
+      python3 bench/gpu/order_check.py "$out/fa3-forward.json" "$out/fa3-reversed.json" | tee "$out/order.md"
+      ;;
+    *) echo "gpu-kernels: unknown step $mode (tests, fp8, tilings, cudnn, weak, domain, order)" >&2; exit 2 ;;
   esac
 done
 

@@ -104,8 +104,8 @@ std::vector<CompileUnit> gpu_runner_compile_units(std::string_view arch) {
 }
 
 struct CudaEvaluator::Impl {
-  Impl(int index, const GpuInfo& g)
-      : index(index), gpu(g), cache(KernelCompiler(arch_for_cc(g.cc))), support(cache) {}
+  Impl(int index, const GpuInfo& g, std::size_t arena_offset)
+      : index(index), gpu(g), cache(KernelCompiler(arch_for_cc(g.cc))), support(cache), arena(arena_offset) {}
 
   int index;
   GpuInfo gpu;
@@ -114,6 +114,10 @@ struct CudaEvaluator::Impl {
   gpu::SupportKernels support;
   std::unique_ptr<gpu::Stream> stream;
   std::optional<std::string> broken;
+  // Where every case's buffer sets lie: one allocation for the process, sized at first
+  // use to the memory the sets may take (kSetMemoryFraction), so a measurement does not
+  // depend on the cases measured before it.
+  gpu::DeviceArena arena;
   // Cases that passed the numeric check in this process, with their error and the SMs
   // their decode grid ran on: a row of a case checked before reports that check's.
   struct Checked {
@@ -147,7 +151,8 @@ struct CudaEvaluator::Impl {
       last.buffers.reset();  // freed before the next is sized against the free memory
       const int workspace = std::max(workspace_splits(c.shape, max_splits), last.max_splits);
       last.sets = timed ? buffer_sets(gpu::case_layout(c.shape, workspace), l2) : BufferSets{};
-      last.buffers = std::make_unique<gpu::DecodeBuffers>(c, workspace, last.sets.sets, support, *stream);
+      last.buffers = std::make_unique<gpu::DecodeBuffers>(c, workspace, last.sets.sets, support, *stream, arena,
+                                                          static_cast<std::size_t>(kSetMemoryFraction * usable_memory()));
       last.max_splits = workspace;
       last.timed = timed;
       last.l2 = l2;
@@ -220,14 +225,20 @@ struct CudaEvaluator::Impl {
     check(cudaLaunchKernelExC(&cfg, p.combine->func(), args), "launch combine kernel");
   }
 
-  BufferSets buffer_sets(const gpu::CaseLayout& layout, L2Mode l2) const {
-    BufferSets b;
+  // Free GPU memory and the arena's, which the next case may use.
+  double usable_memory() const {
     std::size_t free = 0, total = 0;
     check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return static_cast<double>(free) + static_cast<double>(arena.capacity());
+  }
+
+  BufferSets buffer_sets(const gpu::CaseLayout& layout, L2Mode l2) const {
+    BufferSets b;
+    const double free = usable_memory();
     const double set_bytes = static_cast<double>(layout.set_bytes);
-    if (set_bytes > 0.9 * static_cast<double>(free))
+    if (set_bytes > 0.9 * free)
       throw CudaError(cudaErrorMemoryAllocation, "one set of inputs and outputs needs " + gib(set_bytes) + ", " +
-                                                     gib(static_cast<double>(free)) + " of GPU memory is free");
+                                                     gib(free) + " of GPU memory is free");
     if (l2 == L2Mode::hot) return b;
     const double target = 2.0 * static_cast<double>(gpu.l2_bytes);
     const auto needed = static_cast<std::int64_t>(std::floor(target / set_bytes)) + 1;
@@ -341,6 +352,20 @@ struct CudaEvaluator::Impl {
   }
 };
 
+std::size_t parse_arena_offset(std::string_view text) {
+  constexpr std::uint64_t kMax = std::uint64_t{64} << 30;
+  const std::string shown(text);
+  std::uint64_t bytes = 0;
+  for (const char ch : text) {
+    if (ch < '0' || ch > '9' || bytes > kMax)
+      throw InputError("EVODISPATCH_ARENA_OFFSET: \"" + shown + "\" is not a byte count up to 64 GiB");
+    bytes = bytes * 10 + static_cast<std::uint64_t>(ch - '0');
+  }
+  if (bytes > kMax || bytes % 256 != 0)
+    throw InputError("EVODISPATCH_ARENA_OFFSET: " + shown + " is not a multiple of 256 up to 64 GiB");
+  return static_cast<std::size_t>(bytes);
+}
+
 CudaEvaluator::CudaEvaluator(int index) {
   std::string why;
   const auto gpus = probe_gpus(&why);
@@ -351,12 +376,16 @@ CudaEvaluator::CudaEvaluator(int index) {
   spec_ = "cuda:" + std::to_string(index);
   fingerprint_ = gpu_fingerprint(gpu_);
   kernel_build_ = kernel_build_hash() + "@" + arch_for_cc(gpu_.cc);
-  impl_ = std::make_unique<Impl>(index, gpu_);
+  const char* offset_text = std::getenv("EVODISPATCH_ARENA_OFFSET");
+  const std::size_t arena_offset = offset_text ? parse_arena_offset(offset_text) : 0;
+  impl_ = std::make_unique<Impl>(index, gpu_, arena_offset);
   // A forced tiling is another kernel build: its rows never mix with spec_for's.
   if (const char* t = std::getenv("EVODISPATCH_DECODE_TILING"); t && *t) {
     impl_->tiling = t;
     kernel_build_ += "+tiling:" + impl_->tiling;
   }
+  // So is a moved arena (a study of where the buffers lie, measuring.md).
+  if (arena_offset > 0) kernel_build_ += "+arena-offset:" + std::to_string(arena_offset);
   try {
     impl_->select_device();
     check(cudaFree(nullptr), "create the CUDA context");
@@ -415,6 +444,7 @@ Measurement CudaEvaluator::measure(const MeasureCase& c, const Decision& d, cons
       impl_->time_into(m, per_call);
       m.plan["gpu"]["calls_per_replay"] = calls;
       m.plan["gpu"]["buffer_sets"] = sets.sets;
+      m.plan["gpu"]["arena_bytes"] = impl_->arena.capacity();
       m.plan["gpu"]["set_bytes"] = layout.set_bytes;
       m.plan["gpu"]["l2"] = std::string(to_string(t.l2));
       m.plan["gpu"]["cold_l2_met"] = sets.cold_met;
@@ -495,6 +525,7 @@ Comparison CudaEvaluator::compare(const MeasureCase& c, const Decision& a, const
     impl_->time_into(cmp.b, tb);
     for (auto* side : {&cmp.a, &cmp.b}) {
       side->plan["gpu"]["buffer_sets"] = sets.sets;
+      side->plan["gpu"]["arena_bytes"] = impl_->arena.capacity();
       side->plan["gpu"]["l2"] = std::string(to_string(t.l2));
       side->plan["gpu"]["cold_l2_met"] = sets.cold_met;
       if (!sets.note.empty()) side->plan["gpu"]["note"] = sets.note;
@@ -526,7 +557,7 @@ ReferenceRun CudaEvaluator::run_reference(const MeasureCase& c) {
   if (const std::string why = unsupported(c.shape, gpu_.cc); !why.empty()) throw InputError(why);
   impl_->select_device();
   impl_->last = {};  // the memory a kept case holds
-  const gpu::DecodeBuffers buf(c, 1, 1, impl_->support, *impl_->stream);
+  const gpu::DecodeBuffers buf(c, 1, 1, impl_->support, *impl_->stream, impl_->arena, 0);
   const gpu::CaseLayout& l = buf.layout();
   const std::size_t lse_n = static_cast<std::size_t>(c.shape.batch) * c.shape.h_q * c.shape.seqlen_q;
   gpu::DeviceBuffer out(static_cast<std::size_t>(l.q_elems) * 4), lse(lse_n * 4);

@@ -1,5 +1,6 @@
 #include "cuda_util.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace evodispatch::gpu {
@@ -56,6 +57,14 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_) cudaFree(ptr_);
+}
+
+char* DeviceArena::take(std::size_t bytes, std::size_t at_least) {
+  if (bytes > capacity()) {
+    buf_ = DeviceBuffer();  // freed before the larger one is allocated
+    buf_ = DeviceBuffer(offset_ + std::max(bytes, at_least));
+  }
+  return buf_.bytes() + offset_;
 }
 
 Stream::Stream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }

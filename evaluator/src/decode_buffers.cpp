@@ -95,16 +95,16 @@ std::vector<float> case_descales(const MeasureCase& c, std::uint64_t seed) {
 }
 
 DecodeBuffers::DecodeBuffers(const MeasureCase& c, int max_splits, int sets, SupportKernels& support,
-                             const Stream& stream)
+                             const Stream& stream, DeviceArena& arena, std::size_t arena_at_least)
     : shape_(c.shape),
       layout_(case_layout(c.shape, max_splits)),
       sets_(sets),
       per_tensor_descale_(c.per_tensor_descale),
       seqlens_(request_lengths(c)) {
   const std::uint64_t seed = case_seed(c);
-  arena_ = DeviceBuffer(static_cast<std::size_t>(layout_.set_bytes) * sets_);
-  support.fill_normal(arena_.get(), static_cast<std::int64_t>(arena_.size() / 2), seed, query_dtype(shape_),
-                      stream.get());
+  const auto bytes = static_cast<std::size_t>(layout_.set_bytes) * sets_;
+  sets_base_ = arena.take(bytes, arena_at_least);
+  support.fill_normal(sets_base_, static_cast<std::int64_t>(bytes / 2), seed, query_dtype(shape_), stream.get());
   if (shape_.dtype == Dtype::fp8) {
     // The 16-bit draws above would hold e4m3 NaN bytes: K and V are drawn again as fp8.
     for (int set = 0; set < sets_; ++set) {

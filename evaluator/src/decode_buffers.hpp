@@ -37,10 +37,13 @@ std::vector<float> case_descales(const MeasureCase&, std::uint64_t seed);
 
 class DecodeBuffers {
  public:
-  // Allocates and fills the sets (every 16-bit element of the arena drawn from N(0, 1),
-  // then, for an fp8 cache, every K/V element from N(0, 1) rounded to e4m3: set 0's inputs
-  // depend only on the case, not on max_splits or sets).
-  DecodeBuffers(const MeasureCase&, int max_splits, int sets, SupportKernels&, const Stream&);
+  // Places the sets at the start of `arena` and fills them (every 16-bit element drawn
+  // from N(0, 1), then, for an fp8 cache, every K/V element from N(0, 1) rounded to e4m3:
+  // set 0's inputs depend only on the case, not on max_splits or sets). `arena_at_least`
+  // sizes the arena if it must be allocated. The arena must outlive the buffers and
+  // serve no other case meanwhile.
+  DecodeBuffers(const MeasureCase&, int max_splits, int sets, SupportKernels&, const Stream&, DeviceArena& arena,
+                std::size_t arena_at_least);
 
   int sets() const { return sets_; }
   const CaseLayout& layout() const { return layout_; }
@@ -66,7 +69,7 @@ class DecodeBuffers {
   void* v(int set) const { return base(set) + layout_.v; }
 
  private:
-  char* base(int set) const { return arena_.bytes() + static_cast<std::int64_t>(set) * layout_.set_bytes; }
+  char* base(int set) const { return sets_base_ + static_cast<std::int64_t>(set) * layout_.set_bytes; }
 
   Shape shape_;
   CaseLayout layout_;
@@ -74,7 +77,8 @@ class DecodeBuffers {
   bool per_tensor_descale_;
   std::vector<int> seqlens_, page_table_, page_owner_;
   std::vector<float> descales_;  // k's then v's
-  DeviceBuffer arena_, seqlens_d_, page_table_d_, lse_, descales_d_;
+  char* sets_base_ = nullptr;  // set 0, at the start of the arena
+  DeviceBuffer seqlens_d_, page_table_d_, lse_, descales_d_;
 };
 
 }  // namespace evodispatch::gpu

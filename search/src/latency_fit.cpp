@@ -87,13 +87,23 @@ class Objective {
   FitnessOptions opts_;
 };
 
-std::int64_t clamp_to(const LatencyParameter& p, double v) {
-  return std::clamp<std::int64_t>(std::llround(v), p.lo, p.hi);
+// The least a parameter may take on `hw`: its range's, except that DRAM may not stream
+// faster than the device's peak. Unbounded, the choice stage has settled on a DRAM twice
+// the H100's and an SM rate that then decided everything: 48 CTAs counted as short of
+// bandwidth, so fa3's 5 splits stood where one split runs 10% faster (docs/search.md).
+std::int64_t lowest(const LatencyParameter& p, const DeviceInfo& hw) {
+  if (p.field == &LatencyModel::dram_ps_per_kib && hw.mem_bw_bytes_per_s > 0)
+    return std::max<std::int64_t>(p.lo, static_cast<std::int64_t>(std::ceil(1024.0 / hw.mem_bw_bytes_per_s * 1e12)));
+  return p.lo;
+}
+
+std::int64_t clamp_to(const LatencyParameter& p, const DeviceInfo& hw, double v) {
+  return std::clamp<std::int64_t>(std::llround(v), lowest(p, hw), p.hi);
 }
 
 // Coordinate descent: each parameter in turn takes the first step that improves. Predicting
 // leaves min_gain_permille alone: it changes no prediction.
-void descend(LatencyModel& m, Evaluation& best, Objective& objective, Goal goal) {
+void descend(LatencyModel& m, Evaluation& best, Objective& objective, const DeviceInfo& hw, Goal goal) {
   static constexpr double kFactors[] = {2.0, 0.5, 1.25, 0.8, 1.06, 1 / 1.06};
   for (int round = 0; round < 40; ++round) {
     bool improved = false;
@@ -103,9 +113,9 @@ void descend(LatencyModel& m, Evaluation& best, Objective& objective, Goal goal)
       const std::int64_t now = m.*p.field;
       if (p.hi <= 64) values = {now + 1, now - 1};
       else
-        for (double f : kFactors) values.push_back(now == 0 ? (f > 1 ? 1 : 0) : clamp_to(p, static_cast<double>(now) * f));
+        for (double f : kFactors) values.push_back(now == 0 ? (f > 1 ? 1 : 0) : clamp_to(p, hw, static_cast<double>(now) * f));
       for (std::int64_t v : values) {
-        if (v == now || v < p.lo || v > p.hi) continue;
+        if (v == now || v < lowest(p, hw) || v > p.hi) continue;
         LatencyModel c = m;
         c.*p.field = v;
         const Evaluation e = objective(c);
@@ -155,19 +165,21 @@ LatencyFit fit_latency_model(const LatencySamples& samples, const DeviceInfo& hw
   // descent on the choices alone, from the prior, settles in a model that predicts badly
   // and is right by luck on the training shapes.
   LatencyModel best_model = prior;
-  Evaluation best = objective(prior);
-  descend(best_model, best, objective, Goal::predict);
-  descend(best_model, best, objective, Goal::choose);
+  for (const auto& p : latency_parameters())
+    best_model.*p.field = std::max(best_model.*p.field, lowest(p, hw));
+  Evaluation best = objective(best_model);
+  descend(best_model, best, objective, hw, Goal::predict);
+  descend(best_model, best, objective, hw, Goal::choose);
   Rng rng(seed);
   for (int r = 0; r < restarts; ++r) {
     LatencyModel start = best_model;
     for (const auto& p : latency_parameters()) {
       const double f = std::exp((rng.real() * 2 - 1) * 1.0);  // within e^-1 .. e^1
       start.*p.field = p.hi <= 64 ? std::clamp<std::int64_t>(start.*p.field + static_cast<std::int64_t>(rng.below(3)) - 1, p.lo, p.hi)
-                                  : clamp_to(p, static_cast<double>(std::max<std::int64_t>(start.*p.field, 1)) * f);
+                                  : clamp_to(p, hw, static_cast<double>(std::max<std::int64_t>(start.*p.field, 1)) * f);
     }
     Evaluation e = objective(start);
-    descend(start, e, objective, Goal::choose);
+    descend(start, e, objective, hw, Goal::choose);
     if (e.better_than(best, Goal::choose)) {
       best = e;
       best_model = start;

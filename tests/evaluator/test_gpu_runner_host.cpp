@@ -112,6 +112,20 @@ TEST(GpuRunnerHost, SupportKernelsCompileForHopper) {
   EXPECT_FALSE(k.cubin.empty());
 }
 
+TEST(GpuRunnerHost, TheArenaOffsetIsBytesInWholeUnitsOf256) {
+  EXPECT_EQ(parse_arena_offset(""), 0u);
+  EXPECT_EQ(parse_arena_offset("2097152"), 2097152u);
+  EXPECT_EQ(parse_arena_offset("68719476736"), std::size_t{64} << 30);
+  for (const char* bad : {"100", "2MiB", "-256", " 256", "68719476992", "99999999999999999999999"}) {
+    try {
+      parse_arena_offset(bad);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("EVODISPATCH_ARENA_OFFSET"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(GpuRunnerHost, CudaDeviceWithoutAGpuIsAnInputError) {
   if (!probe_gpus().empty()) GTEST_SKIP() << "this machine has a GPU";
   EXPECT_THROW(make_evaluator("cuda:0"), InputError);

@@ -3,6 +3,8 @@
 // calmed by repair.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <evodispatch/evaluator/simulator.hpp>
 #include <evodispatch/evaluator/workload.hpp>
 #include <evodispatch/heuristics/policy.hpp>
@@ -83,6 +85,26 @@ TEST(LatencyFit, BeatsItsPriorOnTheSimulatorAndIsDeterministic) {
   EXPECT_LT(fit.log_error, 0.2);
   EXPECT_GT(fit.geomean, 1.0);
   EXPECT_EQ(fit_latency_model(samples, hw, prior, {}, 1, 2).model, fit.model);
+}
+
+TEST(LatencyFit, NeverStreamsDramFasterThanTheDevicesPeak) {
+  const Workload w = load_workload("models-decode");
+  std::vector<Shape> shapes;
+  for (const Shape& s : w.shapes)
+    if (features(s).qpk * s.seqlen_q <= 16 && shapes.size() < 40) shapes.push_back(s);
+  const DeviceInfo hw = load_sim_profile("h100-sxm").device;
+  LatencyModel prior = prior_model(hw, {1, 2, 4, 8, 16, 32, 64}, {true, false}, {0});
+  LatencySamples samples = simulated(shapes, prior);
+  // Three times faster than the simulated H100: only a DRAM beyond its peak predicts that.
+  for (auto& table : samples.us)
+    for (auto& [code, us] : table) us /= 3;
+  for (double& us : samples.baseline_us) us /= 3;
+  for (double& us : samples.oracle_us) us /= 3;
+  prior.dram_ps_per_kib = 1;  // a prior beyond the peak is brought back to it first
+  const LatencyFit fit = fit_latency_model(samples, hw, prior, {}, 1, 1);
+  const auto peak_ps_per_kib = static_cast<std::int64_t>(std::ceil(1024.0 / hw.mem_bw_bytes_per_s * 1e12));
+  EXPECT_GE(fit.model.dram_ps_per_kib, peak_ps_per_kib);
+  EXPECT_LE(fit.model.dram_ps_per_kib, 4 * peak_ps_per_kib);  // and it still fits: not pushed away
 }
 
 TEST(LatencyFit, RepairAsksForMoreGainUntilItCannot) {

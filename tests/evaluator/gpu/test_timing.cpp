@@ -3,6 +3,7 @@
 // Also prints (and records as test properties) a few reference timings of issue 3.
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "gpu_support.hpp"
 
@@ -37,6 +38,24 @@ TEST(GpuTiming, StatisticsAreOrderedAndTheRowSaysWhatRan) {
   EXPECT_EQ(m.key.device, gpu()->fingerprint());
   std::printf("[timing] %s splits=3: %.2f us (p10 %.2f, p90 %.2f), %d calls x %d sets\n", describe(table1()).c_str(),
               m.median_us, m.p10_us, m.p90_us, g.at("calls_per_replay").get<int>(), g.at("buffer_sets").get<int>());
+}
+
+TEST(GpuTiming, EveryCaseLiesInOneArenaWhateverWasMeasuredBefore) {
+  EVO_REQUIRE_GPU();
+  TimingOptions t;
+  const Shape small = table1(), large = table1(16384, 8);
+  std::vector<Measurement> rows;
+  for (const Shape& s : {small, large, small}) {
+    rows.push_back(gpu()->measure(s, Decision{2, std::nullopt, 0}, t));
+    ASSERT_TRUE(rows.back().ok) << rows.back().error;
+  }
+  const auto arena = [](const Measurement& m) { return m.plan.at("gpu").at("arena_bytes").get<double>(); };
+  for (const Measurement& m : rows) {
+    const auto& g = m.plan.at("gpu");
+    EXPECT_GE(arena(m), g.at("buffer_sets").get<double>() * g.at("set_bytes").get<double>()) << g;
+    // Sized at first use to what the sets may take: no case in between moves the arena.
+    EXPECT_EQ(arena(m), arena(rows.front())) << g;
+  }
 }
 
 TEST(GpuTiming, HotL2IsNoSlowerThanCold) {

@@ -17,6 +17,7 @@
 //    sample, the row has their median, p10 and p90.
 // Every failure is a row. A sticky CUDA error (the context is lost) also makes the
 // evaluator unusable(): the worker process that holds it must be replaced.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -97,6 +98,11 @@ std::string plan_launch(const MeasureCase&, const Decision&, const DeviceInfo&, 
 // own kernels. Compiling them ahead (any machine, no GPU) fills the cubin cache.
 std::vector<CompileUnit> gpu_runner_compile_units(std::string_view arch);
 
+// EVODISPATCH_ARENA_OFFSET's value: bytes, a multiple of 256 up to 64 GiB, between the
+// runner's buffer arena and the buffers it places there (a study of where they lie,
+// measuring.md); "" is 0. Throws InputError naming the variable.
+std::size_t parse_arena_offset(std::string_view text);
+
 class CudaEvaluator : public Evaluator {
  public:
   // Takes GPU `index` (cuda:N); throws InputError when there is no such GPU.
@@ -107,7 +113,8 @@ class CudaEvaluator : public Evaluator {
   const DeviceInfo& device() const override { return device_; }
   // Name, SMs, compute capability, memory size and driver: the same for two identical GPUs.
   const std::string& fingerprint() const override { return fingerprint_; }
-  // kernel_build_hash() + "@" + the NVRTC arch.
+  // kernel_build_hash() + "@" + the NVRTC arch, + "+tiling:T" / "+arena-offset:N" under
+  // EVODISPATCH_DECODE_TILING / EVODISPATCH_ARENA_OFFSET.
   const std::string& kernel_build() const override { return kernel_build_; }
 
   Measurement measure(const Shape&, const Decision&, const TimingOptions&) override;

@@ -31,13 +31,15 @@ struct TimingOptions {
 //   * timing: graph capture (calls per graph, min_replay_us's meaning), warm-up, what a
 //     replay's time is divided by, which statistic median_us / p10_us / p90_us are;
 //   * inputs: their distribution or seeding, the buffer rotation that makes L2 cold, the
-//     per-request lengths (cache_seqlens) a shape implies;
+//     per-request lengths (cache_seqlens) a shape implies, where the buffers lie;
 //   * the numeric check: the reference, the tolerance, the poisoning of outputs, when a
 //     row counts as failed;
 //   * what a row's fields mean (units, plan fields).
 // Not for a kernel or compile change (kernel_build_hash() covers it), a device or driver
 // change (the fingerprint), or the simulator's model (its kernel_build names the model).
-inline constexpr int kMeasuringProtocol = 1;
+// 2: every case's buffers at the start of one arena kept for the process (1 allocated them
+// per case, and a case then ran up to 16% slower after some others: measuring.md).
+inline constexpr int kMeasuringProtocol = 2;
 
 // Identifies a measurement: it is never taken twice for the same key.
 struct MeasurementKey {
