@@ -311,6 +311,7 @@ void SearchEngine::Impl::prepare_operators(std::vector<std::unordered_map<std::u
   operators.max_splits = config.decisions.max_splits;
   operators.sm_margins = config.decisions.sm_margins;
   operators.allowed = config.features;
+  operators.device = options.evaluators.front()->device();
   operators.floor = config.fitness.floor;
   for (int i : split.train) {
     const auto k = static_cast<std::size_t>(i);

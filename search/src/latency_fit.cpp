@@ -87,18 +87,8 @@ class Objective {
   FitnessOptions opts_;
 };
 
-// The least a parameter may take on `hw`: its range's, except that DRAM may not stream
-// faster than the device's peak. Unbounded, the choice stage has settled on a DRAM twice
-// the H100's and an SM rate that then decided everything: 48 CTAs counted as short of
-// bandwidth, so fa3's 5 splits stood where one split runs 10% faster (docs/search.md).
-std::int64_t lowest(const LatencyParameter& p, const DeviceInfo& hw) {
-  if (p.field == &LatencyModel::dram_ps_per_kib && hw.mem_bw_bytes_per_s > 0)
-    return std::max<std::int64_t>(p.lo, static_cast<std::int64_t>(std::ceil(1024.0 / hw.mem_bw_bytes_per_s * 1e12)));
-  return p.lo;
-}
-
 std::int64_t clamp_to(const LatencyParameter& p, const DeviceInfo& hw, double v) {
-  return std::clamp<std::int64_t>(std::llround(v), lowest(p, hw), p.hi);
+  return std::clamp<std::int64_t>(std::llround(v), lowest_on(p, hw), p.hi);
 }
 
 // Coordinate descent: each parameter in turn takes the first step that improves. Predicting
@@ -115,7 +105,7 @@ void descend(LatencyModel& m, Evaluation& best, Objective& objective, const Devi
       else
         for (double f : kFactors) values.push_back(now == 0 ? (f > 1 ? 1 : 0) : clamp_to(p, hw, static_cast<double>(now) * f));
       for (std::int64_t v : values) {
-        if (v == now || v < lowest(p, hw) || v > p.hi) continue;
+        if (v == now || v < lowest_on(p, hw) || v > p.hi) continue;
         LatencyModel c = m;
         c.*p.field = v;
         const Evaluation e = objective(c);
@@ -132,6 +122,15 @@ void descend(LatencyModel& m, Evaluation& best, Objective& objective, const Devi
 }
 
 }  // namespace
+
+// Unbounded, the fit's choice stage settled on an H100 DRAM twice the real one and an SM
+// rate that then decided everything: 48 CTAs counted as short of bandwidth, so fa3's 5
+// splits stood where one split runs 10% faster (docs/search.md, sixteenth session).
+std::int64_t lowest_on(const LatencyParameter& p, const DeviceInfo& hw) {
+  if (p.field == &LatencyModel::dram_ps_per_kib && hw.mem_bw_bytes_per_s > 0)
+    return std::max<std::int64_t>(p.lo, static_cast<std::int64_t>(std::ceil(1024.0 / hw.mem_bw_bytes_per_s * 1e12)));
+  return p.lo;
+}
 
 nlohmann::json to_json(const LatencyFit& f) {
   nlohmann::json j = {{"model", to_json(f.model)}, {"score", f.score}, {"geomean", f.geomean},
@@ -166,7 +165,7 @@ LatencyFit fit_latency_model(const LatencySamples& samples, const DeviceInfo& hw
   // and is right by luck on the training shapes.
   LatencyModel best_model = prior;
   for (const auto& p : latency_parameters())
-    best_model.*p.field = std::max(best_model.*p.field, lowest(p, hw));
+    best_model.*p.field = std::max(best_model.*p.field, lowest_on(p, hw));
   Evaluation best = objective(best_model);
   descend(best_model, best, objective, hw, Goal::predict);
   descend(best_model, best, objective, hw, Goal::choose);

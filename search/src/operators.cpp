@@ -6,6 +6,7 @@
 #include <span>
 
 #include <evodispatch/heuristics/latency_model.hpp>
+#include <evodispatch/search/latency_fit.hpp>
 #include <evodispatch/search/lua_text.hpp>
 
 namespace evodispatch::search {
@@ -423,7 +424,7 @@ std::optional<Program> crossover(const Program& parent, std::span<const Program*
 
 // A latency-model base evolves through its parameters (the model stays a model, so its
 // exports keep it); any other base through one numeric literal of its source.
-std::optional<std::string> perturb_latency_model(const std::string& source, Rng& rng) {
+std::optional<std::string> perturb_latency_model(const std::string& source, const DeviceInfo& device, Rng& rng) {
   auto script = latency_model_of(source);
   if (!script) return std::nullopt;
   const auto& params = latency_parameters();
@@ -432,13 +433,13 @@ std::optional<std::string> perturb_latency_model(const std::string& source, Rng&
   const std::int64_t was = v;
   if (p.hi <= 64) v += rng.chance(0.5) ? 1 : -1;
   else v = std::llround(static_cast<double>(std::max<std::int64_t>(v, 1)) * (0.8 + 0.45 * rng.real()));
-  v = std::clamp(v, p.lo, p.hi);
+  v = std::clamp(v, lowest_on(p, device), p.hi);
   if (v == was) return std::nullopt;
   return render_lua(script->model, script->baseline_source);
 }
 
-std::optional<Program> base_literal(const Program& parent, Rng& rng) {
-  auto source = latency_model_of(parent.base_source) ? perturb_latency_model(parent.base_source, rng)
+std::optional<Program> base_literal(const Program& parent, const OperatorContext& ctx, Rng& rng) {
+  auto source = latency_model_of(parent.base_source) ? perturb_latency_model(parent.base_source, ctx.device, rng)
                                                      : perturb_one_literal(parent.base_source, rng);
   if (!source) return std::nullopt;
   Program child = parent;
@@ -535,7 +536,7 @@ std::optional<Program> apply_to_bare(OperatorKind kind, const Program& parent, s
     case OperatorKind::merge_rules: child = merge_rules(parent, rng); break;
     case OperatorKind::to_expression: child = to_expression(parent, ctx, rng); break;
     case OperatorKind::crossover: child = crossover(parent, inspirations, ctx, rng); break;
-    case OperatorKind::base_literal: child = base_literal(parent, rng); break;
+    case OperatorKind::base_literal: child = base_literal(parent, ctx, rng); break;
     case OperatorKind::external: return std::nullopt;  // the engine runs the command
   }
   if (!child) return std::nullopt;

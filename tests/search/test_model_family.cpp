@@ -11,6 +11,7 @@
 #include <evodispatch/results/results.hpp>
 #include <evodispatch/search/engine.hpp>
 #include <evodispatch/search/latency_fit.hpp>
+#include <evodispatch/search/operators.hpp>
 #include <evodispatch/search/program.hpp>
 
 #include "search_fixtures.hpp"
@@ -105,6 +106,33 @@ TEST(LatencyFit, NeverStreamsDramFasterThanTheDevicesPeak) {
   const auto peak_ps_per_kib = static_cast<std::int64_t>(std::ceil(1024.0 / hw.mem_bw_bytes_per_s * 1e12));
   EXPECT_GE(fit.model.dram_ps_per_kib, peak_ps_per_kib);
   EXPECT_LE(fit.model.dram_ps_per_kib, 4 * peak_ps_per_kib);  // and it still fits: not pushed away
+}
+
+TEST(ModelFamily, MutatedModelsKeepTheirDramWithinTheDevice) {
+  const DeviceInfo hw = load_sim_profile("h100-sxm").device;
+  const LatencyParameter* dram = nullptr;
+  for (const auto& p : latency_parameters())
+    if (p.field == &LatencyModel::dram_ps_per_kib) dram = &p;
+  ASSERT_NE(dram, nullptr);
+  const std::int64_t peak = lowest_on(*dram, hw);
+  EXPECT_EQ(peak, static_cast<std::int64_t>(std::ceil(1024.0 / hw.mem_bw_bytes_per_s * 1e12)));
+  LatencyModel m = prior_model(hw, {1, 2, 4, 8}, {true}, {0});
+  m.dram_ps_per_kib = peak;  // any step down would pass the device's peak
+  const std::string fa3 = base_program("fa3", *builtin_policy_source("fa3")).base_source;
+  const Program parent = base_program("model", render_lua(m, fa3));
+  OperatorContext ctx;
+  ctx.device = hw;
+  Rng rng(3);
+  int moved = 0;
+  for (int i = 0; i < 400; ++i) {
+    const auto child = apply_operator(OperatorKind::base_literal, parent, {}, {}, ctx, rng);
+    if (!child) continue;
+    const auto script = latency_model_of(child->base_source);
+    ASSERT_TRUE(script.has_value());
+    EXPECT_GE(script->model.dram_ps_per_kib, peak);
+    moved += script->model.dram_ps_per_kib != peak;
+  }
+  EXPECT_GT(moved, 0);  // the parameter was drawn, and went the only way it may
 }
 
 TEST(LatencyFit, RepairAsksForMoreGainUntilItCannot) {

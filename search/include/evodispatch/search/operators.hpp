@@ -40,6 +40,7 @@ struct OperatorContext {
   int max_splits = 64;
   std::vector<int> sm_margins = {0};
   FeatureSet allowed;                        // features a rule may use
+  DeviceInfo device;                         // bounds base_literal's latency-model parameters (lowest_on)
   std::vector<FeatureValues> train;          // feature values per training shape
   std::vector<Decision> train_oracle;        // the oracle's decision per training shape; empty: unknown
 
