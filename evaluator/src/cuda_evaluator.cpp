@@ -150,9 +150,10 @@ struct CudaEvaluator::Impl {
     if (!fits) {
       last.buffers.reset();  // freed before the next is sized against the free memory
       const int workspace = std::max(workspace_splits(c.shape, max_splits), last.max_splits);
-      last.sets = timed ? buffer_sets(gpu::case_layout(c.shape, workspace), l2) : BufferSets{};
+      const double usable = usable_memory();
+      last.sets = timed ? buffer_sets(gpu::case_layout(c.shape, workspace), l2, usable) : BufferSets{};
       last.buffers = std::make_unique<gpu::DecodeBuffers>(c, workspace, last.sets.sets, support, *stream, arena,
-                                                          static_cast<std::size_t>(kSetMemoryFraction * usable_memory()));
+                                                          static_cast<std::size_t>(kSetMemoryFraction * usable));
       last.max_splits = workspace;
       last.timed = timed;
       last.l2 = l2;
@@ -232,9 +233,9 @@ struct CudaEvaluator::Impl {
     return static_cast<double>(free) + static_cast<double>(arena.capacity());
   }
 
-  BufferSets buffer_sets(const gpu::CaseLayout& layout, L2Mode l2) const {
+  // `free`: usable_memory() at the time.
+  BufferSets buffer_sets(const gpu::CaseLayout& layout, L2Mode l2, double free) const {
     BufferSets b;
-    const double free = usable_memory();
     const double set_bytes = static_cast<double>(layout.set_bytes);
     if (set_bytes > 0.9 * free)
       throw CudaError(cudaErrorMemoryAllocation, "one set of inputs and outputs needs " + gib(set_bytes) + ", " +

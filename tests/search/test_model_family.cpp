@@ -62,15 +62,20 @@ nlohmann::json run(const ScratchDir& dir, const std::string& db_name, bool model
   return summary;
 }
 
+// The first `n` models-decode shapes the model answers for. Packed groups of more than 16
+// rows are left out: their row tiling follows the waves and the split length
+// (kernel_spec.cpp, long_group_spec), which the model does not see.
+std::vector<Shape> model_shapes(std::size_t n) {
+  std::vector<Shape> shapes;
+  for (const Shape& s : load_workload("models-decode").shapes)
+    if (features(s).qpk * s.seqlen_q <= 16 && shapes.size() < n) shapes.push_back(s);
+  return shapes;
+}
+
 }  // namespace
 
 TEST(LatencyFit, BeatsItsPriorOnTheSimulatorAndIsDeterministic) {
-  const Workload w = load_workload("models-decode");
-  // Packed groups of more than 16 rows are left out: their row tiling follows the waves and
-  // the split length (kernel_spec.cpp, long_group_spec), which the model does not see.
-  std::vector<Shape> shapes;
-  for (const Shape& s : w.shapes)
-    if (features(s).qpk * s.seqlen_q <= 16 && shapes.size() < 80) shapes.push_back(s);
+  const std::vector<Shape> shapes = model_shapes(80);
   const DeviceInfo hw = load_sim_profile("h100-sxm").device;
   const LatencyModel prior = prior_model(hw, {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}, {true, false}, {0});
   const LatencySamples samples = simulated(shapes, prior);
@@ -89,10 +94,7 @@ TEST(LatencyFit, BeatsItsPriorOnTheSimulatorAndIsDeterministic) {
 }
 
 TEST(LatencyFit, NeverStreamsDramFasterThanTheDevicesPeak) {
-  const Workload w = load_workload("models-decode");
-  std::vector<Shape> shapes;
-  for (const Shape& s : w.shapes)
-    if (features(s).qpk * s.seqlen_q <= 16 && shapes.size() < 40) shapes.push_back(s);
+  const std::vector<Shape> shapes = model_shapes(40);
   const DeviceInfo hw = load_sim_profile("h100-sxm").device;
   LatencyModel prior = prior_model(hw, {1, 2, 4, 8, 16, 32, 64}, {true, false}, {0});
   LatencySamples samples = simulated(shapes, prior);
