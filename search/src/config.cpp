@@ -340,6 +340,9 @@ std::vector<Field> declare_fields() {
       flag(CONFIG_MEMBER(decisions.evidence_only),
            "a rule's evidence (its support and its box) is the training shapes where it changes the base's decision; "
            "false: every training shape it takes"),
+      integer(CONFIG_MEMBER(decisions.reach_percent), {0, 100000},
+              "a rule holds only within this factor of one of its evidence shapes in every feature (200: half to "
+              "twice; categorical features equal); 0: anywhere in its box"),
 
       flag(CONFIG_MEMBER(model.enabled),
            "also search the model-based family (a latency model fitted to the oracle) on half the islands"),
@@ -442,6 +445,12 @@ void check_operators(JsonReader& s, const SearchConfig& c) {
     fail(s.path(), "every operator weight is 0");
 }
 
+void check_decisions(JsonReader& s, const SearchConfig& c) {
+  const int reach = c.decisions.reach_percent;
+  if (reach > 0 && reach < 100)
+    fail(s.path_of("reach_percent"), "must be 0 or a factor of at least 100 (percent), got " + std::to_string(reach));
+}
+
 void check_stop(JsonReader& s, const SearchConfig& c) {
   const auto& w = c.stop;
   if (w.max_evaluations == 0 && w.minutes == 0 && w.target_fitness == 0 && w.stagnation_steps == 0)
@@ -453,7 +462,8 @@ struct SectionCheck {
   void (*check)(JsonReader&, const SearchConfig&);
 };
 constexpr SectionCheck kSectionChecks[] = {
-    {"oracle", check_oracle}, {"selection", check_selection}, {"operators", check_operators}, {"stop", check_stop}};
+    {"oracle", check_oracle}, {"selection", check_selection}, {"operators", check_operators}, {"decisions", check_decisions},
+    {"stop", check_stop}};
 
 // The fields of `section` (and its checks) from `r`, the section's own reader.
 void read_section(JsonReader& r, const std::string& section, SearchConfig& c) {

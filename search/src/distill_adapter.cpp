@@ -58,13 +58,19 @@ distill::DecisionFunction to_decision_function(const Program& p, const DeviceInf
   for (const Rule& r : p.rules) {
     distill::Rule d;
     // The verified box is one more conjunction: exported with the rule, it keeps the rule
-    // from firing on shapes the search never measured it on.
+    // from firing on shapes the search never measured it on. A rule held near its evidence
+    // becomes one rule per neighbourhood, in a row: the first that holds is the union.
     for (const Condition& c : r.when) d.when.push_back(to_bound(c));
     for (const Condition& c : r.box) d.when.push_back(to_bound(c));
     d.num_splits = to_split_expr(r.num_splits);
     d.pack_gqa = r.pack_gqa;
     d.sm_margin = r.sm_margin;
-    fn.rules.push_back(std::move(d));
+    if (r.reach.empty()) fn.rules.push_back(std::move(d));
+    for (const auto& near : r.reach) {
+      distill::Rule one = d;
+      for (const Condition& c : near) one.when.push_back(to_bound(c));
+      fn.rules.push_back(std::move(one));
+    }
   }
   // FA3's own dispatch as the base (the fa3 policy, or fa3-kvcache on FA3's serving path)
   // has an exact C++ twin: the rules translate exactly in front of it.

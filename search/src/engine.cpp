@@ -503,7 +503,7 @@ Program SearchEngine::Impl::verified(const Program& p) const {
   if (config.decisions.evidence_only)
     if (const CheckResult& base = checker->base(p.base_name, p.base_source); base.ok) base_decisions = base.decisions;
   return verify_boxes(p, operators.train, features, config.decisions.max_splits, config.decisions.min_support,
-                      base_decisions);
+                      base_decisions, config.decisions.reach_percent);
 }
 
 double SearchEngine::Impl::score_of(std::int64_t id) const {

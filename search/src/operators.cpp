@@ -552,7 +552,7 @@ std::optional<Program> apply_operator(OperatorKind kind, const Program& parent, 
   // The search changes rules; their boxes are what the engine verifies afterwards.
   const auto bare = [](const Program& p) {
     Program out = p;
-    for (Rule& r : out.rules) r.box.clear();
+    for (Rule& r : out.rules) r.box.clear(), r.reach.clear();
     return out;
   };
   const Program unboxed = bare(parent);

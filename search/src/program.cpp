@@ -19,6 +19,7 @@ constexpr std::int64_t kNoUpper = std::numeric_limits<std::int64_t>::max();
 struct Interval {
   std::int64_t lo;
   std::int64_t hi;
+  bool operator==(const Interval&) const = default;
 };
 using Box = std::array<Interval, kNumFeatures>;
 
@@ -40,13 +41,13 @@ Box box_of(const std::vector<Condition>& when) {
   return b;
 }
 
-// Where both the rule's conditions and its verified box hold.
-Box reach_of(const Rule& r) {
-  Box b = box_of(r.when);
-  const Box v = box_of(r.box);
-  for (int f = 0; f < kNumFeatures; ++f) b[f] = {std::max(b[f].lo, v[f].lo), std::min(b[f].hi, v[f].hi)};
-  return b;
+Box intersection(Box a, const Box& b) {
+  for (int f = 0; f < kNumFeatures; ++f) a[f] = {std::max(a[f].lo, b[f].lo), std::min(a[f].hi, b[f].hi)};
+  return a;
 }
+
+// Where both the rule's conditions and its verified box hold.
+Box area_of(const Rule& r) { return intersection(box_of(r.when), box_of(r.box)); }
 
 bool empty(const Box& b) {
   for (const auto& iv : b)
@@ -75,6 +76,39 @@ std::vector<Condition> conditions_of(const Box& b, Points points) {
     }
     if (iv.lo > domain_min(feature)) out.push_back({feature, Op::ge, iv.lo});
     if (iv.hi != kNoUpper) out.push_back({feature, Op::le, iv.hi});
+  }
+  return out;
+}
+
+// A rule's neighbourhoods inside its area, sorted, none inside another, each written as the
+// bounds it adds to the area.
+std::vector<std::vector<Condition>> canonical_reach(std::vector<Box> near, const Box& area) {
+  const auto key = [](const Box& b) {
+    std::array<std::int64_t, 2 * kNumFeatures> k{};
+    for (int f = 0; f < kNumFeatures; ++f) k[2 * f] = b[f].lo, k[2 * f + 1] = b[f].hi;
+    return k;
+  };
+  std::sort(near.begin(), near.end(), [&](const Box& a, const Box& b) { return key(a) < key(b); });
+  near.erase(std::unique(near.begin(), near.end()), near.end());
+  std::vector<std::vector<Condition>> out;
+  for (std::size_t i = 0; i < near.size(); ++i) {
+    const auto within = [&](std::size_t j) { return j != i && inside(near[i], near[j]); };
+    bool covered = false;
+    for (std::size_t j = 0; j < near.size() && !covered; ++j) covered = within(j);
+    if (covered) continue;
+    std::vector<Condition> bounds;
+    for (int f = 0; f < kNumFeatures; ++f) {
+      const auto feature = static_cast<Feature>(f);
+      const Interval& iv = near[i][f];
+      if (iv.lo == area[f].lo && iv.hi == area[f].hi) continue;
+      if (iv.lo == iv.hi) {
+        bounds.push_back({feature, Op::eq, iv.lo});
+        continue;
+      }
+      if (iv.lo > area[f].lo) bounds.push_back({feature, Op::ge, iv.lo});
+      if (iv.hi < area[f].hi) bounds.push_back({feature, Op::le, iv.hi});
+    }
+    out.push_back(std::move(bounds));
   }
   return out;
 }
@@ -135,6 +169,15 @@ std::string render_rule(const Rule& r) {
   for (const auto& c : r.box) box += (box.empty() ? "" : " and ") + render_condition(c);
   // The box is marked so that a reader tells what the search chose from what it verified.
   if (!box.empty()) cond += (cond.empty() ? "" : " and ") + std::string("--[[verified on]] ") + box;
+  if (!r.reach.empty()) {
+    std::string near;
+    for (const auto& n : r.reach) {
+      std::string one;
+      for (const auto& c : n) one += (one.empty() ? "" : " and ") + render_condition(c);
+      near += (near.empty() ? "" : " or\n      ") + ("(" + one + ")");
+    }
+    cond += (cond.empty() ? "" : " and ") + std::string("--[[near its evidence]] (\n      ") + near + ")";
+  }
   if (cond.empty()) cond = "true";
   std::string ret = "{ num_splits = " + render_split(r.num_splits);
   if (r.pack_gqa) ret += std::string(", pack_gqa = ") + (*r.pack_gqa ? "true" : "false");
@@ -210,18 +253,31 @@ Program normalise(const Program& in, int max_splits) {
   Program out;
   out.base_name = in.base_name;
   out.base_source = in.base_source;
-  std::vector<Box> kept;
+  std::vector<Box> kept;  // what earlier rules take whole
+  const auto taken = [&](const Box& b) {
+    return empty(b) || std::any_of(kept.begin(), kept.end(), [&](const Box& k) { return inside(b, k); });
+  };
   for (const auto& r : in.rules) {
-    const Box b = reach_of(r);
-    if (empty(b)) continue;
-    if (std::any_of(kept.begin(), kept.end(), [&](const Box& k) { return inside(b, k); })) continue;
+    const Box b = area_of(r);
+    if (taken(b)) continue;
+    std::vector<Box> near;
+    bool everywhere = r.reach.empty();
+    for (const auto& n : r.reach) {
+      const Box x = intersection(box_of(n), b);
+      if (taken(x)) continue;
+      everywhere = everywhere || x == b;
+      near.push_back(x);
+    }
+    if (!everywhere && near.empty()) continue;
     Rule n;
     n.when = conditions_of(box_of(r.when), Points::as_range);
     n.box = conditions_of(box_of(r.box), Points::as_equality);
+    if (!everywhere) n.reach = canonical_reach(near, b);
+    if (everywhere) kept.push_back(b);
+    for (const Box& x : near) kept.push_back(x);
     n.num_splits = normalise_expr(r.num_splits, max_splits);
     n.pack_gqa = r.pack_gqa;
     n.sm_margin = std::max(r.sm_margin, 0);
-    kept.push_back(b);
     out.rules.push_back(std::move(n));
   }
   return out;
@@ -312,6 +368,10 @@ std::string canonical_rules_text(const Program& p) {
       out += '|';
       conditions(r.box);
     }
+    for (const auto& n : r.reach) {
+      out += '~';
+      conditions(n);
+    }
     out += ':';
     const SplitExpr& e = r.num_splits;
     if (e.is_constant()) {
@@ -381,6 +441,10 @@ std::vector<Condition> conditions_from_json(const nlohmann::json& j, const std::
 nlohmann::json to_json(const Rule& r) {
   nlohmann::json j = {{"when", conditions_json(r.when)}, {"num_splits", to_json(r.num_splits)}};
   if (!r.box.empty()) j["box"] = conditions_json(r.box);
+  if (!r.reach.empty()) {
+    j["reach"] = nlohmann::json::array();
+    for (const auto& n : r.reach) j["reach"].push_back(conditions_json(n));
+  }
   j["pack_gqa"] = r.pack_gqa ? nlohmann::json(*r.pack_gqa) : nlohmann::json(nullptr);
   j["sm_margin"] = r.sm_margin;
   return j;
@@ -428,6 +492,13 @@ Rule rule_from_json(const nlohmann::json& j, const std::string& path) {
   Rule rule;
   if (const auto* when = r.member("when")) rule.when = conditions_from_json(*when, r.path_of("when"));
   if (const auto* box = r.member("box")) rule.box = conditions_from_json(*box, r.path_of("box"));
+  if (const auto* reach = r.member("reach")) {
+    const std::string at = r.path_of("reach");
+    if (!reach->is_array() || reach->empty())
+      throw InputError(at + ": expected a non-empty array of neighbourhoods, each an array of [feature, op, value]");
+    for (std::size_t i = 0; i < reach->size(); ++i)
+      rule.reach.push_back(conditions_from_json((*reach)[i], at + "[" + std::to_string(i) + "]"));
+  }
   const auto* splits = r.member("num_splits");
   if (!splits) throw InputError(r.path_of("num_splits") + ": missing");
   rule.num_splits = split_expr_from_json(*splits, r.path_of("num_splits"));
@@ -488,13 +559,29 @@ std::vector<Condition> box_over(const std::vector<FeatureValues>& on, const std:
   return box;
 }
 
+// The shapes within `percent` of v (200: from half to twice) in every quantity feature of
+// `features`, and at v's value of every categorical one.
+std::vector<Condition> neighbourhood(const FeatureValues& v, const std::vector<Feature>& features, int percent) {
+  std::vector<Condition> out;
+  for (Feature f : features) {
+    const std::int64_t x = v[static_cast<int>(f)];
+    if (categorical(f)) {
+      out.push_back({f, Op::eq, x});
+      continue;
+    }
+    out.push_back({f, Op::ge, (x * 100 + percent - 1) / percent});
+    out.push_back({f, Op::le, x * percent / 100});
+  }
+  return out;
+}
+
 // Per rule, the shapes of `on` that count as its evidence: every shape it takes or, given
 // the base's decisions, those on which it decides otherwise than what follows it (the
 // later rules, boxed, then the base). Boxes the rules from the last to the first, since
 // what follows a rule depends on the boxes of the rules after it.
 std::vector<std::vector<int>> box_by_evidence(std::vector<Rule>& rules, const std::vector<FeatureValues>& on,
                                               const std::vector<int>& taker, const std::vector<Feature>& features,
-                                              std::span<const Decision> base, int max_splits) {
+                                              std::span<const Decision> base, int max_splits, int reach_percent) {
   std::vector<std::vector<int>> evidence(rules.size());
   for (std::size_t r = rules.size(); r-- > 0;) {
     for (std::size_t k = 0; k < on.size(); ++k) {
@@ -507,7 +594,10 @@ std::vector<std::vector<int>> box_by_evidence(std::vector<Rule>& rules, const st
       }
       evidence[r].push_back(static_cast<int>(k));
     }
-    if (!evidence[r].empty()) rules[r].box = box_over(on, evidence[r], features);
+    if (evidence[r].empty()) continue;
+    rules[r].box = box_over(on, evidence[r], features);
+    if (reach_percent > 0)
+      for (int k : evidence[r]) rules[r].reach.push_back(neighbourhood(on[static_cast<std::size_t>(k)], features, reach_percent));
   }
   return evidence;
 }
@@ -515,16 +605,16 @@ std::vector<std::vector<int>> box_by_evidence(std::vector<Rule>& rules, const st
 
 Program verify_boxes(const Program& p, const std::vector<FeatureValues>& verified_on,
                      const std::vector<Feature>& features, int max_splits, int min_support,
-                     std::span<const Decision> base_decisions) {
+                     std::span<const Decision> base_decisions, int reach_percent) {
   if (!base_decisions.empty() && base_decisions.size() != verified_on.size())
     throw InputError("verify_boxes: " + std::to_string(base_decisions.size()) + " base decisions for " +
                      std::to_string(verified_on.size()) + " shapes");
   std::vector<Rule> rules = p.rules;
   // Dropping a rule hands its shapes to later rules, which may then be supported.
   for (;;) {
-    for (Rule& r : rules) r.box.clear();
+    for (Rule& r : rules) r.box.clear(), r.reach.clear();
     const std::vector<int> taker = takers(rules, verified_on);
-    const auto evidence = box_by_evidence(rules, verified_on, taker, features, base_decisions, max_splits);
+    const auto evidence = box_by_evidence(rules, verified_on, taker, features, base_decisions, max_splits, reach_percent);
     std::vector<Rule> kept;
     for (std::size_t r = 0; r < rules.size(); ++r)
       if (static_cast<int>(evidence[r].size()) >= std::max(min_support, 1)) kept.push_back(rules[r]);
@@ -536,7 +626,11 @@ Program verify_boxes(const Program& p, const std::vector<FeatureValues>& verifie
   return normalise(out, max_splits);
 }
 
-bool holds(const Rule& r, const FeatureValues& v) { return holds(r.when, v) && holds(r.box, v); }
+bool holds(const Rule& r, const FeatureValues& v) {
+  if (!holds(r.when, v) || !holds(r.box, v)) return false;
+  return r.reach.empty() ||
+         std::any_of(r.reach.begin(), r.reach.end(), [&](const std::vector<Condition>& n) { return holds(n, v); });
+}
 
 bool holds(const std::vector<Condition>& when, const FeatureValues& v) {
   for (const auto& c : when) {

@@ -77,6 +77,8 @@ TEST(SearchConfig, ErrorsNameTheJsonPath) {
   EXPECT_EQ(error_of(R"({"oracle": {"splits": [1, 0]}})"), "test.json: $.oracle.splits[1]: must be in [1, 256], got 0");
   EXPECT_EQ(error_of(R"({"oracle": {"splits": [2], "max_splits": 8}})"),
             "test.json: $.oracle.splits: give either splits or min_splits / max_splits, not both");
+  EXPECT_EQ(error_of(R"({"decisions": {"reach_percent": 50}})"),
+            "test.json: $.decisions.reach_percent: must be 0 or a factor of at least 100 (percent), got 50");
   EXPECT_EQ(error_of(R"({"l2": "warm"})"), "test.json: $.l2: expected \"cold\" or \"hot\", got \"warm\"");
   EXPECT_EQ(error_of(R"({"external": {"command": ["sh", 3]}})"), "test.json: $.external.command[1]: expected a string, got 3");
   EXPECT_EQ(error_of("{\"seed\": 1,}"), error_of("{\"seed\": 1,}"));  // syntax errors name the line

@@ -36,6 +36,9 @@ Program rules_on(std::string base_name, std::string_view base_source) {
   // Verified only on H100s at batch >= 2 and Lk <= 20000 (the checks below run on 78 SMs
   // too, and on shapes beyond the box, which the export must leave to the later rules).
   a.box = {{Feature::batch, Op::ge, 2}, {Feature::seqlen_k, Op::le, 20000}, {Feature::num_sms, Op::eq, 132}};
+  // And inside the box, only near two evidence shapes: exported as one rule per neighbourhood.
+  a.reach = {{{Feature::batch, Op::le, 4}, {Feature::nblk, Op::ge, 16}},
+             {{Feature::head_dim, Op::eq, 128}, {Feature::seqlen_k, Op::ge, 9000}}};
   Rule b;  // h_kv == 8 and seqlen_k >= 4000: 3 splits, unpacked, margin 2
   b.when = {{Feature::h_kv, Op::eq, 8}, {Feature::seqlen_k, Op::ge, 4000}};
   b.num_splits.constant = 3;
@@ -63,7 +66,7 @@ TEST(DistillAdapter, RuleListWithFa3BaseTranslatesExactly) {
   const distill::DecisionFunction fn = to_decision_function(p, hw, grid);
   EXPECT_EQ(fn.method, "rules");
   EXPECT_EQ(fn.fallback, distill::Fallback::fa3);
-  ASSERT_EQ(fn.rules.size(), 4u);
+  ASSERT_EQ(fn.rules.size(), 5u);  // rule a twice, once per neighbourhood
   // heuristic.json is what regress loads: the function survives it, expressions included.
   EXPECT_EQ(distill::decision_function_from_json(distill::to_json(fn)), fn);
   const fs::path dir = temp_dir("fa3");

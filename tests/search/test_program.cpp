@@ -214,7 +214,8 @@ TEST(Program, TheCppTwinAgreesWithTheRenderedLua) {
     if (child->rules.size() < 10) p = *child;
     // The program as the search writes it, and the same rules boxed on the training shapes
     // (many of the shapes below lie outside the boxes).
-    for (const Program& program : {*child, verify_boxes(*child, ctx.train, box_features(), 64, 2)}) {
+    for (const Program& program : {*child, verify_boxes(*child, ctx.train, box_features(), 64, 2),
+                                   verify_boxes(*child, ctx.train, box_features(), 64, 1, {}, 150)}) {
       auto script = DispatchScript::load("program", render_lua(program));
       for (const auto& s : shapes) {
         const auto lua = script->dispatch(s, hw);
@@ -267,10 +268,11 @@ TEST(LuaText, LiteralPerturbationChangesOneNumeralOutsideCommentsAndStrings) {
 }
 
 namespace {
-FeatureValues at(std::int64_t batch, std::int64_t seqlen_k) {
+FeatureValues at(std::int64_t batch, std::int64_t seqlen_k, std::int64_t head_dim = 128) {
   FeatureValues v{};
   v[static_cast<int>(Feature::batch)] = batch;
   v[static_cast<int>(Feature::seqlen_k)] = seqlen_k;
+  v[static_cast<int>(Feature::head_dim)] = head_dim;
   return v;
 }
 }  // namespace
@@ -391,4 +393,69 @@ TEST(VerifyBoxes, TheBoxIsKeptApartInJsonAndMarkedInTheLua) {
   // The box changes nothing a mutation starts from: the operators see the rule alone.
   EXPECT_EQ(verify_boxes(boxed, {at(1, 1024), at(4, 8192), at(8, 800), at(2, 900)}, {Feature::batch}),
             verify_boxes(p, {at(1, 1024), at(4, 8192), at(8, 800), at(2, 900)}, {Feature::batch}));
+}
+
+// A box over each feature's range takes in every combination of the values its evidence
+// had; with reach_percent the rule holds only near one of its evidence shapes.
+TEST(VerifyBoxes, AReachedRuleHoldsOnlyNearItsEvidence) {
+  Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
+  Rule r;
+  r.when = {{Feature::seqlen_k, Op::ge, 700}};
+  r.num_splits.constant = 8;
+  p.rules = {r};
+  const std::vector<FeatureValues> train = {at(1, 1024, 128), at(8, 8192, 256), at(2, 256, 128)};
+  const std::vector<Feature> features = {Feature::batch, Feature::seqlen_k, Feature::head_dim};
+  const Program boxed = verify_boxes(p, train, features);
+  const Program near = verify_boxes(p, train, features, kMaxSplits, 1, {}, 200);
+  ASSERT_EQ(near.rules.size(), 1u);
+  EXPECT_EQ(near.rules[0].reach.size(), 2u);
+  for (const auto& v : train) EXPECT_EQ(eval_rules(near, v), eval_rules(p, v));  // training decisions unchanged
+  // Inside the box, away from both evidence shapes: the box alone takes it, reach does not.
+  EXPECT_EQ(eval_rules(boxed, at(8, 1024, 128))->num_splits, 8);
+  EXPECT_FALSE(eval_rules(near, at(8, 1024, 128)));
+  EXPECT_FALSE(eval_rules(near, at(3, 1024, 128)));  // batch 3 is more than twice 1 and under half of 8
+  // Within a factor of two of the first evidence shape in every quantity...
+  EXPECT_EQ(eval_rules(near, at(2, 2048, 128))->num_splits, 8);
+  EXPECT_EQ(eval_rules(near, at(4, 4096, 256))->num_splits, 8);  // ... or of the second
+  // ... but a categorical feature must equal the evidence's: head dim 256 was verified only at B=8.
+  EXPECT_EQ(eval_rules(boxed, at(2, 2048, 256))->num_splits, 8);
+  EXPECT_FALSE(eval_rules(near, at(2, 2048, 256)));
+
+  EXPECT_EQ(normalise(near), near);
+  EXPECT_EQ(verify_boxes(near, train, features, kMaxSplits, 1, {}, 200), near);
+  EXPECT_EQ(verify_boxes(near, train, features), boxed);  // reach 0 removes it again
+  EXPECT_NE(program_hash(near), program_hash(boxed));
+  const nlohmann::json j = to_json(near);
+  ASSERT_TRUE(j["rules"][0].contains("reach"));
+  EXPECT_EQ(program_from_json(nlohmann::json::parse(j.dump()), near.base_source), near);
+  EXPECT_NE(render_lua(near).find("--[[near its evidence]]"), std::string::npos) << render_lua(near);
+  nlohmann::json bad = j;
+  bad["rules"][0]["reach"] = nlohmann::json::array();
+  try {
+    program_from_json(bad, near.base_source);
+    ADD_FAILURE() << "an empty reach was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("$.rules[0].reach"), std::string::npos) << e.what();
+  }
+}
+
+// A later rule inside an earlier rule's box is still reachable where the earlier rule's
+// neighbourhoods do not reach: normalise must keep it.
+TEST(VerifyBoxes, ARuleBehindAReachedRuleIsKept) {
+  Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
+  Rule first;
+  first.box = {{Feature::batch, Op::ge, 1}, {Feature::batch, Op::le, 64}};
+  first.reach = {{{Feature::batch, Op::le, 2}}};
+  first.num_splits.constant = 8;
+  Rule second;
+  second.when = {{Feature::batch, Op::ge, 4}, {Feature::batch, Op::le, 32}};
+  second.num_splits.constant = 3;
+  Rule third;  // inside the first rule's neighbourhood: unreachable
+  third.when = {{Feature::batch, Op::le, 2}};
+  third.num_splits.constant = 5;
+  p.rules = {first, second, third};
+  const Program n = normalise(p);
+  ASSERT_EQ(n.rules.size(), 2u);
+  EXPECT_EQ(eval_rules(n, at(16, 100))->num_splits, 3);
+  EXPECT_EQ(eval_rules(n, at(2, 100))->num_splits, 8);
 }

@@ -74,6 +74,9 @@ struct SearchConfig {
     bool verified_boxes = true;
     int min_support = 2;
     bool evidence_only = true;
+    // Within this factor (percent) of an evidence shape in every feature a rule holds;
+    // 0: anywhere in its box (Rule::reach).
+    int reach_percent = 0;
   } decisions;
 
   // The model-based program family: a latency model fitted to the oracle's measurements.

@@ -63,6 +63,12 @@ struct Rule {
   // `when` so that mutations act on the rule and the box is recomputed from scratch: a
   // further conjunction, >= and <= per feature; empty: no box.
   std::vector<Condition> box;
+  // Where inside its box the rule holds: near one of its evidence shapes (verify_boxes'
+  // reach_percent), each neighbourhood a conjunction written relative to the box; the
+  // rule holds in their union. Empty: everywhere in its box. A box over each feature's
+  // range takes in combinations of values no evidence had (24 groups of 8 KV tiles under a
+  // rule verified on 19-52 groups of long caches); a neighbourhood does not.
+  std::vector<std::vector<Condition>> reach;
   SplitExpr num_splits;
   std::optional<bool> pack_gqa;   // unset: the contract's default (true when qpk > 1)
   int sm_margin = 0;
@@ -153,9 +159,13 @@ SplitExpr split_expr_from_json(const nlohmann::json&, const std::string& path);
 // `features` is empty). The decision on every shape of `verified_on` is that of the
 // program without its boxes and unsupported rules; any other shape outside a rule's box
 // falls through to the later rules and to the base, so no rule extrapolates beyond what
-// was measured. Normalised (into [1, max_splits]); applying it again changes nothing.
+// was measured. With `reach_percent` > 0 the rule holds only near its evidence: within
+// that factor (200: from half to twice) of one evidence shape in every quantity feature of
+// `features`, and at its value of every categorical one (Rule::reach). Normalised (into
+// [1, max_splits]); applying it again changes nothing.
 Program verify_boxes(const Program&, const std::vector<FeatureValues>& verified_on, const std::vector<Feature>& features,
-                     int max_splits = kMaxSplits, int min_support = 1, std::span<const Decision> base_decisions = {});
+                     int max_splits = kMaxSplits, int min_support = 1, std::span<const Decision> base_decisions = {},
+                     int reach_percent = 0);
 // The features a verified box covers: every feature.
 std::vector<Feature> box_features();
 
@@ -163,7 +173,7 @@ std::vector<Feature> box_features();
 // these feature values (pack_gqa left unset when the rule leaves it), or nullopt.
 std::optional<Decision> eval_rules(const Program&, const FeatureValues&);
 int eval_split(const SplitExpr&, const FeatureValues&);
-bool holds(const Rule&, const FeatureValues&);  // `when` and `box`
+bool holds(const Rule&, const FeatureValues&);  // `when`, `box` and one of `reach`
 bool holds(const std::vector<Condition>&, const FeatureValues&);
 
 // The features a program's rules use (conditions and expressions; boxes aside).
