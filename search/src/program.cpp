@@ -560,7 +560,8 @@ std::vector<Condition> box_over(const std::vector<FeatureValues>& on, const std:
 }
 
 // The shapes within `percent` of v (200: from half to twice) in every quantity feature of
-// `features`, and at v's value of every categorical one.
+// `features`, and at v's value of every categorical one. The upper bound is at least the
+// next integer: waves_pct is a truncated percentage, and its 0 holds one CTA as well as 1.
 std::vector<Condition> neighbourhood(const FeatureValues& v, const std::vector<Feature>& features, int percent) {
   std::vector<Condition> out;
   for (Feature f : features) {
@@ -570,7 +571,7 @@ std::vector<Condition> neighbourhood(const FeatureValues& v, const std::vector<F
       continue;
     }
     out.push_back({f, Op::ge, (x * 100 + percent - 1) / percent});
-    out.push_back({f, Op::le, x * percent / 100});
+    out.push_back({f, Op::le, std::max(x * percent / 100, x + 1)});
   }
   return out;
 }
