@@ -64,10 +64,10 @@ struct Rule {
   // further conjunction, >= and <= per feature; empty: no box.
   std::vector<Condition> box;
   // Where inside its box the rule holds: near one of its evidence shapes (verify_boxes'
-  // reach_percent), each neighbourhood a conjunction written relative to the box; the
-  // rule holds in their union. Empty: everywhere in its box. A box over each feature's
-  // range takes in combinations of values no evidence had (24 groups of 8 KV tiles under a
-  // rule verified on 19-52 groups of long caches); a neighbourhood does not.
+  // reach_percent), each neighbourhood a conjunction of the bounds it adds to `when` and
+  // `box`; the rule holds in their union. Empty: everywhere in its box. A box over each
+  // feature's range takes in combinations of values no evidence had (on the H100 a rule
+  // verified over 19-52 groups lost 12% at 24 groups of 8 KV tiles); a neighbourhood does not.
   std::vector<std::vector<Condition>> reach;
   SplitExpr num_splits;
   std::optional<bool> pack_gqa;   // unset: the contract's default (true when qpk > 1)
