@@ -275,6 +275,16 @@ FeatureValues at(std::int64_t batch, std::int64_t seqlen_k, std::int64_t head_di
   v[static_cast<int>(Feature::head_dim)] = head_dim;
   return v;
 }
+
+// One rule, 8 splits from Lk 700 on, in front of a base that always takes 1.
+Program eight_splits_from_lk_700() {
+  Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
+  Rule r;
+  r.when = {{Feature::seqlen_k, Op::ge, 700}};
+  r.num_splits.constant = 8;
+  p.rules = {r};
+  return p;
+}
 }  // namespace
 
 TEST(VerifyBoxes, RulesKeepTheirTrainingShapesAndNothingBeyondTheirBox) {
@@ -375,11 +385,8 @@ TEST(VerifyBoxes, OnlyTheShapesARuleChangesSupportItAndBoundItsBox) {
 }
 
 TEST(VerifyBoxes, TheBoxIsKeptApartInJsonAndMarkedInTheLua) {
-  Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
-  Rule r;
-  r.when = {{Feature::seqlen_k, Op::ge, 700}};
-  r.num_splits.constant = 8;
-  p.rules = {r};
+  const Program p = eight_splits_from_lk_700();
+  const Rule& r = p.rules[0];
   const Program boxed = verify_boxes(p, {at(1, 1024), at(4, 8192)}, {Feature::batch, Feature::seqlen_k});
   ASSERT_EQ(boxed.rules.size(), 1u);
   EXPECT_EQ(boxed.rules[0].when, r.when);
@@ -398,11 +405,7 @@ TEST(VerifyBoxes, TheBoxIsKeptApartInJsonAndMarkedInTheLua) {
 // A box over each feature's range takes in every combination of the values its evidence
 // had; with reach_percent the rule holds only near one of its evidence shapes.
 TEST(VerifyBoxes, AReachedRuleHoldsOnlyNearItsEvidence) {
-  Program p = base_program("fa3", "function dispatch(s, hw) return { num_splits = 1 } end\n");
-  Rule r;
-  r.when = {{Feature::seqlen_k, Op::ge, 700}};
-  r.num_splits.constant = 8;
-  p.rules = {r};
+  const Program p = eight_splits_from_lk_700();
   const std::vector<FeatureValues> train = {at(1, 1024, 128), at(8, 8192, 256), at(2, 256, 128)};
   const std::vector<Feature> features = {Feature::batch, Feature::seqlen_k, Feature::head_dim};
   const Program boxed = verify_boxes(p, train, features);

@@ -39,13 +39,13 @@ struct LatencyFit {
 };
 nlohmann::json to_json(const LatencyFit&);
 
-// The starting point: the model's own defaults with the bandwidths scaled to the device,
-// and the candidate lists of the space the model may answer from.
 // The least value a model parameter may take on `hw`: its range's, except that DRAM may not
 // stream faster than the device's peak (dram_ps_per_kib). The fit and the search's
 // mutations of a model both keep to it.
 std::int64_t lowest_on(const LatencyParameter&, const DeviceInfo& hw);
 
+// The starting point: the model's own defaults with the bandwidths scaled to the device,
+// and the candidate lists of the space the model may answer from.
 LatencyModel prior_model(const DeviceInfo&, std::vector<int> splits, std::vector<bool> pack_gqa,
                          std::vector<int> sm_margins);
 
