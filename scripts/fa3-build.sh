@@ -93,6 +93,30 @@ if [[ -f $SRC/FA3_COMMIT ]]; then FA3_COMMIT=$(tr -d '[:space:]' <"$SRC/FA3_COMM
 elif FA3_COMMIT=$(git -C "$SRC" rev-parse HEAD 2>/dev/null); then :
 else FA3_COMMIT=unknown000000; log "warning: no FA3_COMMIT file and not a git checkout"; fi
 
+# ---- Identity: the commit, the switches, the head dims, the patch and the namespace -----------------
+PATCH_SHA=none; [[ -z $PATCH ]] || PATCH_SHA=$(sha256sum "$PATCH" | cut -c1-12)
+CFG_HASH=$({ printf '%s\n' "${DISABLE_VARS[@]}"; echo "hdims=$HDIMS"; [[ -z $PATCH ]] || cat "$PATCH"
+             [[ $NAMESPACE == flash_attn_3 ]] || echo "namespace=$NAMESPACE"; } | sha256sum | cut -c1-12)
+BUILD_ID="fa3-${FA3_COMMIT:0:12}-$CFG_HASH"
+
+report() {  # the lines a caller reads: identity, time, extension, how to import it
+  echo "fa3-build: BUILD_ID $BUILD_ID"
+  echo "fa3-build: done in $(($(date +%s) - T0)) s"
+  echo "fa3-build: extension $1"
+  echo "fa3-build: use PYTHONPATH=$OUT_DIR/hopper (python: sys.path.insert(0, '$OUT_DIR/hopper'); import flash_attn_interface)"
+}
+
+# The same inputs make the same build: a finished OUT_DIR of this identity is kept. One of another
+# identity (another patch, other head dims) is rebuilt, never taken for this one.
+if ((!DRY_RUN)) && [[ -f $OUT_DIR/BUILD_ID && $(cat "$OUT_DIR/BUILD_ID") == "$BUILD_ID" ]]; then
+  SO=$(find "$OUT_DIR/hopper/$NAMESPACE" -maxdepth 1 -name '_C*.so' -print -quit 2>/dev/null || true)
+  if [[ -n $SO ]]; then
+    log "$OUT_DIR already holds build $BUILD_ID: kept"
+    report "$SO"
+    exit 0
+  fi
+fi
+
 # ---- Build root (fixed path, so a --reuse'd ninja tree stays valid) ---------------------------------
 MARK=.fa3-build-tree
 if [[ -n $REUSE ]]; then
@@ -248,11 +272,6 @@ while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^FLASH_ATTENTION_
 for v in "${DISABLE_VARS[@]}"; do export "$v=TRUE"; done
 export MAX_JOBS=${MAX_JOBS:-$(nproc)} NVCC_THREADS=${NVCC_THREADS:-2}
 
-PATCH_SHA=none; [[ -z $PATCH ]] || PATCH_SHA=$(sha256sum "$PATCH" | cut -c1-12)
-CFG_HASH=$({ printf '%s\n' "${DISABLE_VARS[@]}"; echo "hdims=$HDIMS"; [[ -z $PATCH ]] || cat "$PATCH"
-             [[ $NAMESPACE == flash_attn_3 ]] || echo "namespace=$NAMESPACE"; } | sha256sum | cut -c1-12)
-BUILD_ID="fa3-${FA3_COMMIT:0:12}-$CFG_HASH"
-
 {
   echo "fa3-build: checkout   $CHECKOUT (FA3 commit $FA3_COMMIT)"
   echo "fa3-build: build root $ROOT -> $OUT_DIR"
@@ -303,7 +322,4 @@ python3 -c 'import importlib, sys; sys.path.insert(0, sys.argv[1]); import flash
   "$OUT_DIR/hopper" "$NAMESPACE" || die "smoke test failed: could not import flash_attn_interface from $OUT_DIR/hopper"
 STEPS=$(grep -oE '^\[[0-9]+/[0-9]+\]' "$OUT_DIR/build.log" | tail -n 1 || true)
 log "ninja steps run: ${STEPS:-none (no work to do)}"
-echo "fa3-build: BUILD_ID $BUILD_ID"
-echo "fa3-build: done in $(($(date +%s) - T0)) s"
-echo "fa3-build: extension $SO"
-echo "fa3-build: use PYTHONPATH=$OUT_DIR/hopper (python: sys.path.insert(0, '$OUT_DIR/hopper'); import flash_attn_interface)"
+report "$SO"

@@ -5,7 +5,7 @@
 #   FA3_SRC=PATH bash scripts/gpu-fa3.sh [STEP...]     # writes into $OUT (default ./gpu-fa3-out)
 #
 # build   scripts/fa3-build.sh: stock FA3 into $FA3_DIR (default /tmp/fa3-stock), bf16,
-#         forward only, head dims $HDIMS (default "128"); skipped when $FA3_DIR holds a build.
+#         forward only, head dims $HDIMS (default "128"); kept when $FA3_DIR holds that build.
 # gpu-tests  the GPU tests of the FA3 worker (build-gpu/tests/test_evaluator_gpu, GpuFa3.*)
 #         against the stock build.
 # port    the fa3-kvcache policy against FA3 deciding for itself, shape by shape on
@@ -56,10 +56,11 @@ trap save_db EXIT
 steps=("$@")
 ((${#steps[@]})) || steps=(build port verbs)
 
+# A DIR that already holds this build (same sources, head dims, patch) is kept by fa3-build.sh;
+# one built from another patch or other head dims is rebuilt.
 build_fa3() {  # DIR [fa3-build.sh options...]
   local dir=$1
   shift
-  [ -f "$dir/BUILD_ID" ] && return 0
   bash scripts/fa3-build.sh "$src" "$dir" --hdims "${HDIMS:-128}" "$@" >"$out/$(basename "$dir")-build.log" 2>&1 ||
     { tail -n 40 "$out/$(basename "$dir")-build.log"; return 1; }
   tail -n 3 "$out/$(basename "$dir")-build.log"

@@ -49,10 +49,11 @@ class Fa3BuildScript : public ::testing::Test {
     write("src/hopper/flash_attn_3/__init__.py", "version = \"flash_attn_3\"\n");
   }
   void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
-  CommandResult dry_run(const std::string& out, const std::string& options) {
+  CommandResult build(const std::string& out, const std::string& options) {
     return run_command("FA3_BUILD_ROOT='" + (dir_ / "root").string() + "' bash '" EVO_SOURCE_DIR "/scripts/fa3-build.sh' '" +
-                       (dir_ / "src").string() + "' '" + (dir_ / out).string() + "' --dry-run " + options);
+                       (dir_ / "src").string() + "' '" + (dir_ / out).string() + "' " + options);
   }
+  CommandResult dry_run(const std::string& out, const std::string& options) { return build(out, "--dry-run " + options); }
   static std::string build_id(const CommandResult& r) {
     const auto at = r.err.find("BUILD_ID   ");
     return at == std::string::npos ? "" : r.err.substr(at + 11, r.err.find('\n', at) - at - 11);
@@ -83,6 +84,28 @@ TEST_F(Fa3BuildScript, ANamespaceRenamesTheTorchOpsAndThePackageSoTheBuildLoadsB
   EXPECT_FALSE(fs::exists(dir_ / "evo/hopper/flash_attn_3")) << "it would shadow stock FA3's package";
   EXPECT_FALSE(build_id(stock).empty()) << stock.err;
   EXPECT_NE(build_id(evo), build_id(stock));
+}
+
+// A GPU session builds stock and patched FA3 into fixed folders; a folder built from another
+// patch or other head dims must be rebuilt, not measured as if it were this build.
+TEST_F(Fa3BuildScript, AFinishedBuildIsKeptOnlyForTheSameInputs) {
+  const std::string id = build_id(dry_run("probe", "--hdims '64 128'"));
+  ASSERT_FALSE(id.empty());
+  fs::create_directories(dir_ / "built/hopper/flash_attn_3");
+  write("built/hopper/flash_attn_3/_C.abi3.so", "");
+  write("built/.fa3-build-tree", (dir_ / "root").string() + "\n");
+  write("built/BUILD_ID", id + "\n");
+
+  const CommandResult same = build("built", "--hdims '128 64'");
+  EXPECT_EQ(same.code, 0) << same.err;
+  EXPECT_NE(same.err.find("already holds build " + id + ": kept"), std::string::npos) << same.err;
+  EXPECT_NE(same.out.find("fa3-build: BUILD_ID " + id), std::string::npos) << same.out;
+
+  for (const std::string other : {"--hdims 128", "--hdims '64 128' --namespace flash_attn_3_evo"}) {
+    const CommandResult r = build("built", other);
+    EXPECT_EQ(r.err.find(": kept"), std::string::npos) << other << "\n" << r.err;
+    EXPECT_EQ(r.out.find(id), std::string::npos) << other << "\n" << r.out;
+  }
 }
 
 TEST_F(Fa3BuildScript, ANamespaceItCannotApplyIsAnError) {
