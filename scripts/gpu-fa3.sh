@@ -20,7 +20,8 @@
 #         $WORKLOAD: patched FA3 against stock FA3, both deciding for themselves, timed in
 #         one process, interleaved, with stock FA3 told seq-aware's decisions beside them.
 #         Each shape also checks that patched FA3 passes the numeric check and runs
-#         $PROGRAM's (the winner's Lua) decision.
+#         $PROGRAM's (the winner's Lua; default distill-patch's $OUT/distill/program.lua)
+#         decision.
 # patch-domain  the same regression matrix on a fresh sample of $DOMAIN (default
 #         models-decode): $DOMAIN_SAMPLES shapes (default 120), seed $DOMAIN_SEED (default
 #         7), of the models whose head dim the build has ($HDIMS).
@@ -102,7 +103,9 @@ fa3_search() {
 patch_regress() {
   local w=$1 tag=$2
   step "patched FA3 against stock FA3 on $w, both deciding, one process (seq-aware beside)"
-  "$bin" decide --policy "${PROGRAM:?PROGRAM=winner.lua is required}" --workload "$w" --device cuda:0 --json \
+  local program=${PROGRAM:-$out/distill/program.lua}
+  [ -f "$program" ] || { echo "gpu-fa3: no program $program: PROGRAM=winner.lua, or distill-patch first" >&2; return 1; }
+  "$bin" decide --policy "$program" --workload "$w" --device cuda:0 --json \
     >"$out/$tag-decide.jsonl" || return 1
   "$bin" decide --policy seq-aware --workload "$w" --device cuda:0 --json >"$out/$tag-seq-aware.jsonl" || return 1
   python3 evaluator/fa3/fa3_worker.py --regress "$out/$tag-decide.jsonl" --stock "$fa3/hopper" \

@@ -3,11 +3,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include <evodispatch/results/results.hpp>
+#include <evodispatch/search/program.hpp>
 
 #include "../support/run_command.hpp"
 
@@ -94,6 +98,48 @@ TEST(DistillCli, DistillFitsAScriptAndRefusesTheFa3Body) {
   Result f = run("distill --policy " + lua2.string() + " --grid small --random 3000 --out " + dir2.string());
   EXPECT_EQ(f.code, 1) << f.out << f.err;
   EXPECT_NE(f.out.find("differs: "), std::string::npos) << f.out;
+}
+
+// The database keeps a search program's base apart from its rules (program_bases); the
+// distilled folder holds the two joined, a script the other verbs run as it is.
+TEST(DistillCli, TheDistilledFolderHoldsTheWholeProgram) {
+  const fs::path db_path = scratch_path("split-program.db");
+  const fs::path dir = scratch_path("split-program");
+  const std::string base = "function dispatch(s, hw) return { num_splits = 2 } end\n";
+  const std::string rules =
+      "local base_dispatch\ndo\nbase_dispatch = dispatch\nend\n\n"
+      "function dispatch(s, hw)\n  if s.seqlen_k >= 4096 then return { num_splits = 8 } end\n"
+      "  return base_dispatch(s, hw)\nend\n";
+  {
+    auto db = results::Database::open(db_path.string());
+    results::RunRecord r;
+    r.kind = "search";
+    const std::int64_t run_id = results::Runs(db).create(r);
+    results::ProgramRecord prog;
+    prog.run_id = run_id;
+    prog.hash = "split";
+    prog.source = rules;
+    prog.base = base;
+    prog.rules = nullptr;
+    const std::int64_t id = results::Programs(db).insert(prog).id;
+    results::Runs(db).finish(run_id, results::RunStatus::finished, {{"winner", {{"program_id", id}}}});
+  }
+  Result d = run("distill --db " + db_path.string() + " --run 1 --grid small --random 1000 --out " + dir.string());
+  ASSERT_EQ(d.code, 0) << d.out << d.err;
+  std::ifstream in(dir / "program.lua");
+  const std::string lua{std::istreambuf_iterator<char>(in), {}};
+  EXPECT_EQ(lua, search::stored_source(rules, base));
+
+  const fs::path workload = scratch_path("split-program.json");
+  std::ofstream(workload) << R"({"name": "two", "shapes": [{"batch": 1, "seqlen_k": 1024, "h_q": 8, "h_kv": 8},
+                                                            {"batch": 1, "seqlen_k": 8192, "h_q": 8, "h_kv": 8}]})";
+  Result decided = run("decide --policy " + (dir / "program.lua").string() + " --workload " + workload.string() +
+                       " --device sim:h100-sxm --json");
+  ASSERT_EQ(decided.code, 0) << decided.out << decided.err;
+  std::istringstream lines(decided.out);
+  std::vector<int> splits;
+  for (std::string line; std::getline(lines, line);) splits.push_back(nlohmann::json::parse(line)["num_splits"]);
+  EXPECT_EQ(splits, (std::vector<int>{2, 8})) << decided.out;
 }
 
 TEST(DistillCli, DistillNeedsOneSource) {
