@@ -1,6 +1,8 @@
 #include "app.hpp"
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <evodispatch/heuristics/contract.hpp>
@@ -70,6 +72,19 @@ int run(int argc, char** argv) {
     std::cerr << "evodispatch: error: " << e.what() << "\n";
     return kFailure;
   }
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw InputError("cannot write " + tmp);
+    f << text;
+    if (!f.flush()) throw InputError("writing " + tmp + " failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw InputError("cannot rename " + tmp + " to " + path + ": " + ec.message());
 }
 
 }  // namespace evodispatch::cli

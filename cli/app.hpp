@@ -39,6 +39,10 @@ void add_json_option(CLI::App& verb, CommonOptions& o);
 // README.md) and exits 0, like --help, before anything else is read or opened.
 void add_config_reference_flag(CLI::App& verb);
 
+// Writes `text` next to `path` and renames it into place, so an interrupted or failed
+// write leaves the old file or none, never half of one. InputError naming the file.
+void write_atomically(const std::string& path, const std::string& text);
+
 // Each verb adds its subcommand and sets `action` to run when it is chosen.
 void add_env(CLI::App& app, Action& action);
 void add_check(CLI::App& app, Action& action);

@@ -59,19 +59,6 @@ std::string pick_fingerprint(const std::vector<results::MeasurementRow>& rows, c
   return counts.begin()->first;
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError("--out: cannot write " + tmp);
-    f << text;
-    if (!f.flush()) throw InputError("--out: writing " + tmp + " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw InputError("--out: cannot rename " + tmp + " to " + path + ": " + ec.message());
-}
-
 std::string pct(double x) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f%%", 100 * x);

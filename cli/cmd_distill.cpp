@@ -128,14 +128,6 @@ Source from_policy(const DistillOptions& o) {
   return src;
 }
 
-// The script the exports are checked against, runnable as it is (decide, check, bench
-// --policy): a search program's rules and its base joined, which the database keeps apart.
-void write_program(const fs::path& path, const std::string& lua) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << lua;
-  if (!f.flush()) throw InputError("cannot write " + path.string());
-}
-
 // Runs `python3 heuristic.py --check rows.json` on the compiled decisions of up to
 // 5000 grid shapes; returns "" when they agree (or python3 is missing: "skipped").
 std::string python_check(const fs::path& dir, const distill::CompiledHeuristic& c, const DeviceInfo& hw,
@@ -195,7 +187,9 @@ int distill_verb(const DistillOptions& o) {
 
   const fs::path dir = o.out;
   const distill::Fa3Body fa3 = distill::write_exports(fn, dir);
-  write_program(dir / "program.lua", src.lua);
+  // The script the exports are checked against, runnable as it is (decide, check, bench
+  // --policy): a search program's rules and its base joined, which the database keeps apart.
+  write_atomically((dir / "program.lua").string(), src.lua);
   if (fa3_source) distill::write_fa3_patch(fn, *fa3_source, dir);
   auto compiled = distill::CompiledHeuristic::build(dir);
   const auto report = distill::check(

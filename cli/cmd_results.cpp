@@ -85,18 +85,6 @@ void emit(const results::Table& t, bool json) {
   else print_table(t, std::cout);
 }
 
-// Writes next to `path` and renames, so an interrupted export leaves the old file or none.
-void write_atomically(const std::string& path, const std::string& text) {
-  const fs::path target(path);
-  const fs::path tmp = target.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) throw InputError("cannot write " + tmp.string());
-    f << text;
-    if (!f.flush()) throw InputError("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, target);
-}
 
 int runs_verb(const ResultsOptions& o) {
   auto db = open_read_only(o.db);

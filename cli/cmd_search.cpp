@@ -254,13 +254,7 @@ std::string write_program_file(const nlohmann::json& s, const std::string& db) {
   std::filesystem::path path(db);
   if (path.extension() == ".db") path.replace_extension();
   path += "-run" + std::to_string(s["run_id"].get<std::int64_t>()) + "-winner.lua";
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << w["source"].get<std::string>();
-    if (!f.flush()) throw InputError(tmp.string() + ": cannot write the winner's program");
-  }
-  std::filesystem::rename(tmp, path);
+  write_atomically(path.string(), w["source"].get<std::string>());
   return path.string();
 }
 
