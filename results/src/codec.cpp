@@ -31,7 +31,8 @@ void bind_shape(sql::Statement& st, const Shape& s) {
       .bind(":head_dim", s.head_dim)
       .bind(":dtype", to_string(s.dtype))
       .bind(":page_size", s.page_size)
-      .bind(":causal", s.causal);
+      .bind(":causal", s.causal)
+      .bind(":q_dtype", to_string(s.q_dtype));
 }
 
 Shape read_shape(const sql::Statement& st, int first) {
@@ -42,12 +43,16 @@ Shape read_shape(const sql::Statement& st, int first) {
   s.h_q = st.column_int(first + 3);
   s.h_kv = st.column_int(first + 4);
   s.head_dim = st.column_int(first + 5);
-  const std::string dtype = st.column_text(first + 6);
-  const auto d = parse_dtype(dtype);
-  if (!d) throw DbError("stored shape has an unknown dtype \"" + dtype + "\"", st.sql());
-  s.dtype = *d;
+  auto dtype_at = [&](int col) {
+    const std::string text = st.column_text(col);
+    const auto d = parse_dtype(text);
+    if (!d) throw DbError("stored shape has an unknown dtype \"" + text + "\"", st.sql());
+    return *d;
+  };
+  s.dtype = dtype_at(first + 6);
   s.page_size = st.column_int(first + 7);
   s.causal = st.column_bool(first + 8);
+  s.q_dtype = dtype_at(first + 9);
   return s;
 }
 

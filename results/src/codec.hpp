@@ -18,8 +18,9 @@ namespace evodispatch::results::detail {
 
 // The shape columns in table order; read_shape reads them in this order, and each is
 // bound as the parameter named after it (":batch", ":seqlen_q", ...).
-inline constexpr std::array<std::string_view, 9> kShapeColumns = {
-    "batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim", "dtype", "page_size", "causal"};
+inline constexpr std::array<std::string_view, 10> kShapeColumns = {
+    "batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim", "dtype", "page_size", "causal", "q_dtype"};
+inline constexpr int kShapeColumnCount = static_cast<int>(kShapeColumns.size());
 // "s.batch, s.seqlen_q, ..." for a table aliased as `alias`.
 std::string shape_columns(std::string_view alias);
 // "s.batch = :batch AND ...": a shape bound by bind_shape.

@@ -33,23 +33,24 @@ ComparisonRecord read_comparison(const sql::Statement& st) {
   r.run_id = st.column_int64(1);
   r.program_id = st.column_optional_int64(2);
   r.shape = detail::read_shape(st, 3);
-  r.device = st.column_text(12);
-  r.kernel_build = st.column_text(13);
-  r.l2 = detail::read_l2(st, 14);
-  r.candidate = detail::read_decision(st, 15);
-  r.baseline = detail::read_decision(st, 18);
-  r.attempt = st.column_int(21);
-  r.ok = st.column_bool(22);
-  r.error = st.column_text(23);
-  r.candidate_us = st.column_double(24);
-  r.baseline_us = st.column_double(25);
-  r.speedup = st.column_double(26);
-  r.speedup_lo = st.column_double(27);
-  r.speedup_hi = st.column_double(28);
-  r.pairs = st.column_int(29);
-  r.details = detail::read_json(st, 30);
-  r.created_at = st.column_text(31);
-  r.baseline_side = read_side(st, 32);
+  const int c = 3 + detail::kShapeColumnCount;  // the columns after the shape's
+  r.device = st.column_text(c);
+  r.kernel_build = st.column_text(c + 1);
+  r.l2 = detail::read_l2(st, c + 2);
+  r.candidate = detail::read_decision(st, c + 3);
+  r.baseline = detail::read_decision(st, c + 6);
+  r.attempt = st.column_int(c + 9);
+  r.ok = st.column_bool(c + 10);
+  r.error = st.column_text(c + 11);
+  r.candidate_us = st.column_double(c + 12);
+  r.baseline_us = st.column_double(c + 13);
+  r.speedup = st.column_double(c + 14);
+  r.speedup_lo = st.column_double(c + 15);
+  r.speedup_hi = st.column_double(c + 16);
+  r.pairs = st.column_int(c + 17);
+  r.details = detail::read_json(st, c + 18);
+  r.created_at = st.column_text(c + 19);
+  r.baseline_side = read_side(st, c + 20);
   return r;
 }
 

@@ -89,10 +89,28 @@ void check_readable(sql::Connection& c, const std::string& path, int version) {
 // bump, so a crash or an error mid-way leaves the previous version intact. The version
 // is read again under the write lock because another process may have migrated the
 // file while this one waited for it.
+// Foreign keys off for a migration that rebuilds a referenced table (see Migration), and
+// on again however it ends.
+class ForeignKeysOff {
+ public:
+  ForeignKeysOff(sql::Connection& c, bool off) : c_(off ? &c : nullptr) {
+    if (c_) c_->execute("PRAGMA foreign_keys = OFF");
+  }
+  ~ForeignKeysOff() {
+    if (c_) c_->execute("PRAGMA foreign_keys = ON");
+  }
+  ForeignKeysOff(const ForeignKeysOff&) = delete;
+  ForeignKeysOff& operator=(const ForeignKeysOff&) = delete;
+
+ private:
+  sql::Connection* c_;
+};
+
 void migrate(sql::Connection& c, const std::string& path, int from, int target) {
   for (const Migration& m : migrations()) {
     if (m.version <= from) continue;
     if (m.version > target) break;
+    const ForeignKeysOff fk(c, m.rebuilds_referenced_table);
     sql::Transaction t(c, sql::Mode::immediate);
     const int now = user_version(c);
     if (now > Database::latest_schema_version()) refuse_newer(path, now);
@@ -102,6 +120,8 @@ void migrate(sql::Connection& c, const std::string& path, int from, int target) 
     }
     try {
       c.execute(m.sql);
+      if (m.rebuilds_referenced_table && c.query_int("SELECT count(*) FROM pragma_foreign_key_check") != 0)
+        throw DbError("a row references one that the rebuilt table lost", "PRAGMA foreign_key_check");
       c.execute("PRAGMA user_version = " + std::to_string(m.version));
       t.commit();
     } catch (const DbError& e) {

@@ -29,19 +29,20 @@ MeasurementRow read_row(const sql::Statement& st) {
   m.key.device = st.column_text(1);
   m.key.kernel_build = st.column_text(2);
   m.key.shape = detail::read_shape(st, 3);
-  m.key.decision = detail::read_decision(st, 12);
-  m.key.l2 = detail::read_l2(st, 15);
-  m.key.measuring_protocol = st.column_int(26);
-  m.ok = st.column_bool(16);
-  m.error = st.column_text(17);
-  m.median_us = st.column_double(18);
-  m.p10_us = st.column_double(19);
-  m.p90_us = st.column_double(20);
-  m.samples = st.column_int(21);
-  m.rel_error = st.column_optional_double(22);
-  m.plan = detail::read_json(st, 23);
-  r.run_id = st.column_optional_int64(24);
-  r.created_at = st.column_text(25);
+  const int c = 3 + detail::kShapeColumnCount;  // the columns after the shape's
+  m.key.decision = detail::read_decision(st, c);
+  m.key.l2 = detail::read_l2(st, c + 3);
+  m.ok = st.column_bool(c + 4);
+  m.error = st.column_text(c + 5);
+  m.median_us = st.column_double(c + 6);
+  m.p10_us = st.column_double(c + 7);
+  m.p90_us = st.column_double(c + 8);
+  m.samples = st.column_int(c + 9);
+  m.rel_error = st.column_optional_double(c + 10);
+  m.plan = detail::read_json(st, c + 11);
+  r.run_id = st.column_optional_int64(c + 12);
+  r.created_at = st.column_text(c + 13);
+  m.key.measuring_protocol = st.column_int(c + 14);
   return r;
 }
 

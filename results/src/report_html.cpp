@@ -193,15 +193,16 @@ std::string shapes_text(std::size_t n) { return std::to_string(n) + (n == 1 ? " 
 std::string head_label(const Shape& s) {
   std::string label = "Hq=" + std::to_string(s.h_q) + " Hkv=" + std::to_string(s.h_kv) +
                       " D=" + std::to_string(s.head_dim) + " " + std::string(to_string(s.dtype)) +
+                      (s.dtype == Dtype::fp8 ? " q=" + std::string(to_string(s.q_dtype)) : "") +
                       " Lq=" + std::to_string(s.seqlen_q);
   label += s.page_size > 0 ? " paged " + std::to_string(s.page_size) : " contiguous";
   if (s.seqlen_q > 1 && !s.causal) label += " noncausal";
   return label;
 }
 
-using HeadKey = std::tuple<int, int, int, int, int, int, bool>;
+using HeadKey = std::tuple<int, int, int, int, int, int, int, bool>;
 HeadKey head_key(const Shape& s) {
-  return {s.h_q, s.h_kv, s.head_dim, int(s.dtype), s.page_size, s.seqlen_q, s.causal};
+  return {s.h_q, s.h_kv, s.head_dim, int(s.dtype), int(s.q_dtype), s.page_size, s.seqlen_q, s.causal};
 }
 
 std::string split_table(const std::vector<ReportShape>& shapes) {

@@ -83,7 +83,7 @@ std::vector<RunShapeRecord> RunShapes::list(std::int64_t run_id) const {
                         "ELSE 3 END, rs.shape_id");
   st.bind(":run_id", run_id);
   std::vector<RunShapeRecord> out;
-  const int d = 1 + static_cast<int>(detail::kShapeColumns.size());  // the first decision column
+  const int d = 1 + detail::kShapeColumnCount;  // the first decision column
   while (st.step()) {
     RunShapeRecord r;
     const std::string split = st.column_text(0);

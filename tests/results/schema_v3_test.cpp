@@ -21,7 +21,8 @@ V2Rows fill_v2(Database& db) {
   v.search = Runs(db).create(test::run("search"));
   v.regress = Runs(db).create(test::run("regress"));
   const Measurement m = sample_measurement();
-  const std::string shape = std::to_string(Shapes(db).upsert(m.key.shape));
+  test::insert_shape_before_v5(db, 1, m.key.shape);
+  const std::string shape = "1";
   DeviceRecord device;
   device.fingerprint = m.key.device;
   const std::string device_id = std::to_string(Devices(db).upsert(device));

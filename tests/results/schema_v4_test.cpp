@@ -25,10 +25,19 @@ TEST(SchemaV4, MigrationFillsARunsKernelBuildFromItsMeasurements) {
   {
     Database db = Database::open(path, test::at_version(3));
     run = Runs(db).create(test::run("bench"));
-    Measurements(db).put(measured(2, 20.0), false, run);
+    const Measurement m = measured(2, 20.0);
+    DeviceRecord device;
+    device.fingerprint = m.key.device;
+    KernelBuildRecord build;
+    build.hash = m.key.kernel_build;
+    test::insert_shape_before_v5(db, 1, m.key.shape);
+    db.execute("INSERT INTO measurements (device_id, kernel_build_id, measuring_protocol, shape_id, num_splits, "
+               "pack_gqa, sm_margin, l2_mode, ok, median_us, run_id) VALUES (" +
+               std::to_string(Devices(db).upsert(device)) + ", " + std::to_string(KernelBuilds(db).upsert(build)) +
+               ", 1, 1, 2, 1, 0, 'cold', 1, 20.0, " + std::to_string(run) + ")");
   }
   Database db = Database::open(path);
-  EXPECT_EQ(db.schema_version(), 4);
+  EXPECT_EQ(db.schema_version(), Database::latest_schema_version());
   EXPECT_EQ(Runs(db).get(run)->kernel_build, sample_measurement().key.kernel_build);
 }
 

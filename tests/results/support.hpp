@@ -45,6 +45,16 @@ inline Shape sample_shape(int batch = 1, int seqlen_k = 512) {
   return s;
 }
 
+// A shape row as versions 1 to 4 stored it (without q_dtype), for the migration tests
+// that fill an old file: the repositories write the newest columns.
+inline void insert_shape_before_v5(Database& db, std::int64_t id, const Shape& s) {
+  db.execute("INSERT INTO shapes (id, batch, seqlen_q, seqlen_k, h_q, h_kv, head_dim, dtype, page_size, causal) "
+             "VALUES (" + std::to_string(id) + ", " + std::to_string(s.batch) + ", " + std::to_string(s.seqlen_q) + ", " + std::to_string(s.seqlen_k) + ", " +
+             std::to_string(s.h_q) + ", " + std::to_string(s.h_kv) + ", " + std::to_string(s.head_dim) + ", '" +
+             std::string(to_string(s.dtype)) + "', " + std::to_string(s.page_size) + ", " +
+             std::to_string(s.causal ? 1 : 0) + ")");
+}
+
 inline Measurement sample_measurement(int batch = 1, int splits = 3) {
   Measurement m;
   m.key.device = "h100-sxm-80gb/132sm/driver-580";
