@@ -124,6 +124,27 @@ __device__ __forceinline__ void widen_e4m3x4(u32 w, u32& lo, u32& hi) {
   }
 }
 
+// bf16 queries over an fp8 cache run the fp16 MMA, so that e4m3 widens in one conversion
+// per pair (cvt.rn.f16x2.e4m3x2) instead of four (through f32 into bf16). A row's bf16
+// values go into fp16 scaled by 2^e, e chosen per row so that its largest |q| lands in
+// [2^14, 2^15): every element down to 2^-29 of that maximum keeps its 8 significant bits
+// (fp16 has 11), smaller ones round to fp16's subnormals (an absolute error under 2^-39 of
+// the maximum), and nothing overflows. The scores come out times 2^e, which the row's
+// softmax scale takes back. A row whose maximum is 0 gets e = 0.
+__device__ __forceinline__ int f16_row_exponent(float max_abs) {
+  if (!(max_abs > 0.f)) return 0;
+  const int biased = static_cast<int>((__float_as_uint(max_abs) >> 23) & 0xffu);  // 0: subnormal
+  return min(126, 127 + 14 - biased);
+}
+__device__ __forceinline__ float pow2(int e) { return __uint_as_float(static_cast<u32>(127 + e) << 23); }
+// Two bf16 (one register, lower column in the low half) as two fp16 times `scale`.
+__device__ __forceinline__ u32 bf16x2_to_f16x2(u32 w, float scale) {
+  return Elem<kDtypeFp16>::pack(__uint_as_float(w << 16) * scale, __uint_as_float(w & 0xffff0000u) * scale);
+}
+__device__ __forceinline__ float bf16x2_max_abs(u32 w) {
+  return fmaxf(fabsf(__uint_as_float(w << 16)), fabsf(__uint_as_float(w & 0xffff0000u)));
+}
+
 // A 4-byte shared-memory load by address (the query's fragments in the fp8 column order).
 __device__ __forceinline__ u32 lds_4(u32 addr) {
   u32 v;

@@ -28,7 +28,9 @@
 // k16 step that the query's fragments follow; for V (transposed) two columns of two keys,
 // so the output tiles hold even and odd columns, put back in order by the epilogue. The
 // descales never touch an element: k_descale multiplies the softmax scale, v_descale the
-// output's 1 / l. (Measured slower on an H100: widening each landed tile into a 16-bit
+// output's 1 / l. bf16 queries run the fp16 MMA over an fp8 cache up to D = 128 (the
+// queries rescaled per row into fp16, common.cuh), so e4m3 widens in one conversion per
+// pair instead of four. (Measured slower on an H100: widening each landed tile into a 16-bit
 // tile in shared memory, 0.62-0.84x of bf16's time on 0.5-1 GB caches instead of
 // 0.51-0.58x; docs/performance.md.)
 #include "common.cuh"
@@ -56,6 +58,10 @@ struct DecodeTraits {
   // Q fragments stay in registers up to D = 128 (32 registers); at D = 256 they would
   // push the 128 accumulator registers into spills, so they are re-read from shared memory.
   static constexpr bool kQInRegs = D <= 128;
+  // bf16 queries over an fp8 cache take the fp16 MMA, the queries rescaled per row
+  // (common.cuh, f16_row_exponent); at D = 256, where Q is re-read every tile, they keep bf16.
+  static constexpr bool kQToF16 = KV8 && DT == kDtypeBf16 && kQInRegs;
+  static constexpr int kMmaDt = kQToF16 ? kDtypeFp16 : DT;  // the MMA's operands, P's packing
   static constexpr DecodeSmemLayout kSmem = decode_smem_layout(D, BM, BN, WN, STAGES, PAGED, kKvBytes);
   // Splits are cut in blocks of kSplitBlock rows; the pipeline streams tiles of BN rows.
   static constexpr int kSplitBlock = decode_split_block(D);
@@ -93,7 +99,8 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
   constexpr int kOStride = decode_reduce_row_floats(D);
   constexpr int kKvChunks = Tr::kKvChunks, kKvRowBytes = Tr::kKvRowBytes, KVB = Tr::kKvBytes;
   constexpr int kRowsPerPass = kThreads / kKvChunks, kLoadIters = BN / kRowsPerPass;
-  using E = Elem<DT_>;
+  using E = Elem<DT_>;             // q and out
+  using M = Elem<Tr::kMmaDt>;      // the MMA's operands
 
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* const q_smem = smem + Tr::kSmem.q;
@@ -138,7 +145,9 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       if (p.v_descale) v_descale = p.v_descale[at];
     }
     // Scores are raw Q K^T of the stored K; this makes them scale * K^T q in log2 units.
+    // Per row (g and g + 8 of the warp's 16): a query rescaled into fp16 takes its 2^e back.
     const float c = p.scale_log2 * k_descale;
+    float c_lo = c, c_hi = c;
 
     // Split s covers KV blocks [s * bps, (s + 1) * bps) of this request, bps = ceil(nblk / S).
     const int len = p.cache_seqlens[b];
@@ -322,6 +331,24 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
                 ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
               }
             }
+            if constexpr (Tr::kQToF16) {
+              // a0 and a2 hold row g's columns, a1 and a3 row g + 8's; the quad holds a row.
+              float max_lo = 0.f, max_hi = 0.f;
+#pragma unroll
+              for (int kk = 0; kk < D / 16; ++kk) {
+                max_lo = fmaxf(max_lo, fmaxf(bf16x2_max_abs(qf[kk][0]), bf16x2_max_abs(qf[kk][2])));
+                max_hi = fmaxf(max_hi, fmaxf(bf16x2_max_abs(qf[kk][1]), bf16x2_max_abs(qf[kk][3])));
+              }
+              const int e_lo = f16_row_exponent(quad_max(max_lo)), e_hi = f16_row_exponent(quad_max(max_hi));
+              const float up_lo = pow2(e_lo), up_hi = pow2(e_hi);
+#pragma unroll
+              for (int kk = 0; kk < D / 16; ++kk) {
+                qf[kk][0] = bf16x2_to_f16x2(qf[kk][0], up_lo), qf[kk][2] = bf16x2_to_f16x2(qf[kk][2], up_lo);
+                qf[kk][1] = bf16x2_to_f16x2(qf[kk][1], up_hi), qf[kk][3] = bf16x2_to_f16x2(qf[kk][3], up_hi);
+              }
+              c_lo = c * pow2(-e_lo);
+              c_hi = c * pow2(-e_hi);
+            }
           }
         }
         const u32 k_tile = tiles_base + (tile % STAGES) * 2 * Tr::kKvTileBytes;
@@ -351,11 +378,11 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
               u32 r[4], b[8];
               ldsm_x4(fp8_frag(k_tile, key0 + n * 8, kk), r[0], r[1], r[2], r[3]);
 #pragma unroll
-              for (int q = 0; q < 4; ++q) widen_e4m3x4<DT_>(r[q], b[2 * q], b[2 * q + 1]);
-              E::mma(s[n], a0, b[0], b[1]);
-              E::mma(s[n + 1], a0, b[2], b[3]);
-              E::mma(s[n], a1, b[4], b[5]);
-              E::mma(s[n + 1], a1, b[6], b[7]);
+              for (int q = 0; q < 4; ++q) widen_e4m3x4<Tr::kMmaDt>(r[q], b[2 * q], b[2 * q + 1]);
+              M::mma(s[n], a0, b[0], b[1]);
+              M::mma(s[n + 1], a0, b[2], b[3]);
+              M::mma(s[n], a1, b[4], b[5]);
+              M::mma(s[n + 1], a1, b[6], b[7]);
             }
           }
         } else {
@@ -371,8 +398,8 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
             for (int n = 0; n < NT; n += 2) {
               u32 b0, b1, b2, b3;
               ldsm_x4(frag_b(k_tile, key0 + n * 8, 2 * kk), b0, b1, b2, b3);
-              E::mma(s[n], a, b0, b1);
-              E::mma(s[n + 1], a, b2, b3);
+              M::mma(s[n], a, b0, b1);
+              M::mma(s[n + 1], a, b2, b3);
             }
           }
         }
@@ -400,19 +427,19 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         }
         mx_lo = quad_max(mx_lo);
         mx_hi = quad_max(mx_hi);
-        const float base_lo = mx_lo == neg_inf() ? 0.f : mx_lo * c;
-        const float base_hi = mx_hi == neg_inf() ? 0.f : mx_hi * c;
-        const float alpha_lo = fast_exp2(m_lo * c - base_lo);
-        const float alpha_hi = fast_exp2(m_hi * c - base_hi);
+        const float base_lo = mx_lo == neg_inf() ? 0.f : mx_lo * c_lo;
+        const float base_hi = mx_hi == neg_inf() ? 0.f : mx_hi * c_hi;
+        const float alpha_lo = fast_exp2(m_lo * c_lo - base_lo);
+        const float alpha_hi = fast_exp2(m_hi * c_hi - base_hi);
         m_lo = mx_lo;
         m_hi = mx_hi;
         float sum_lo = 0.f, sum_hi = 0.f;
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
-          s[n][0] = fast_exp2(fmaf(s[n][0], c, -base_lo));
-          s[n][1] = fast_exp2(fmaf(s[n][1], c, -base_lo));
-          s[n][2] = fast_exp2(fmaf(s[n][2], c, -base_hi));
-          s[n][3] = fast_exp2(fmaf(s[n][3], c, -base_hi));
+          s[n][0] = fast_exp2(fmaf(s[n][0], c_lo, -base_lo));
+          s[n][1] = fast_exp2(fmaf(s[n][1], c_lo, -base_lo));
+          s[n][2] = fast_exp2(fmaf(s[n][2], c_hi, -base_hi));
+          s[n][3] = fast_exp2(fmaf(s[n][3], c_hi, -base_hi));
           sum_lo += s[n][0] + s[n][1];
           sum_hi += s[n][2] + s[n][3];
         }
@@ -428,10 +455,10 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
 #pragma unroll
         for (int kk = 0; kk < KPW / 16; ++kk) {
           u32 a[4];
-          a[0] = E::pack(s[2 * kk][0], s[2 * kk][1]);
-          a[1] = E::pack(s[2 * kk][2], s[2 * kk][3]);
-          a[2] = E::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-          a[3] = E::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+          a[0] = M::pack(s[2 * kk][0], s[2 * kk][1]);
+          a[1] = M::pack(s[2 * kk][2], s[2 * kk][3]);
+          a[2] = M::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+          a[3] = M::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
           if constexpr (Tr::KV8) {
             // fp8 V straight from its stage, transposed as pairs: lane (g, t) gets columns
             // 2g and 2g + 1 of keys 2t and 2t + 1. Bytes 0 and 2 are column 2g's B fragment,
@@ -442,11 +469,11 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
               u32 r[4], e[4], od[4];
               ldsm_x4_trans(fp8_frag(v_tile, key0 + kk * 16, ch), r[0], r[1], r[2], r[3]);
 #pragma unroll
-              for (int q = 0; q < 4; ++q) widen_e4m3x4<DT_>(__byte_perm(r[q], 0u, 0x3120), e[q], od[q]);
-              E::mma(o[2 * ch], a, e[0], e[1]);
-              E::mma(o[2 * ch + 1], a, od[0], od[1]);
-              E::mma(o[2 * ch + 2], a, e[2], e[3]);
-              E::mma(o[2 * ch + 3], a, od[2], od[3]);
+              for (int q = 0; q < 4; ++q) widen_e4m3x4<Tr::kMmaDt>(__byte_perm(r[q], 0u, 0x3120), e[q], od[q]);
+              M::mma(o[2 * ch], a, e[0], e[1]);
+              M::mma(o[2 * ch + 1], a, od[0], od[1]);
+              M::mma(o[2 * ch + 2], a, e[2], e[3]);
+              M::mma(o[2 * ch + 3], a, od[2], od[3]);
             }
             continue;
           }
@@ -454,8 +481,8 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
           for (int d = 0; d < DTL; d += 2) {
             u32 b0, b1, b2, b3;
             ldsm_x4_trans(frag_a(v_tile, key0 + kk * 16, d), b0, b1, b2, b3);
-            E::mma(o[d], a, b0, b1);
-            E::mma(o[d + 1], a, b2, b3);
+            M::mma(o[d], a, b0, b1);
+            M::mma(o[d + 1], a, b2, b3);
           }
         }
       }
@@ -480,25 +507,25 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     }
     __syncthreads();  // statistics visible; every warp is past its last tile (stages free)
 
-    auto merge_row = [&](int r, float m_own, float& scale_own) {
+    auto merge_row = [&](int r, float m_own, float c_row, float& scale_own) {
       float mx = neg_inf();
 #pragma unroll
       for (int w = 0; w < WN; ++w) mx = fmaxf(mx, stat_m[w * BM + r]);
       float l = 0.f;
       if (mx != neg_inf()) {
 #pragma unroll
-        for (int w = 0; w < WN; ++w) l += stat_l[w * BM + r] * fast_exp2((stat_m[w * BM + r] - mx) * c);
+        for (int w = 0; w < WN; ++w) l += stat_l[w * BM + r] * fast_exp2((stat_m[w * BM + r] - mx) * c_row);
       }
-      scale_own = mx == neg_inf() ? 0.f : fast_exp2((m_own - mx) * c);
+      scale_own = mx == neg_inf() ? 0.f : fast_exp2((m_own - mx) * c_row);
       if (warp_n == 0 && t4 == 0) {
         row_inv_l[r] = l > 0.f ? 1.f / l : 0.f;
         // Natural-log LSE of the raw scaled scores: (max * scale * log2 e + log2 l) * ln 2.
-        row_lse[r] = l > 0.f ? (mx * c + fast_log2(l)) * 0.69314718055994531f : neg_inf();
+        row_lse[r] = l > 0.f ? (mx * c_row + fast_log2(l)) * 0.69314718055994531f : neg_inf();
       }
     };
     float sc_lo, sc_hi;
-    merge_row(r_lo, m_lo, sc_lo);
-    merge_row(r_hi, m_hi, sc_hi);
+    merge_row(r_lo, m_lo, c_lo, sc_lo);
+    merge_row(r_hi, m_hi, c_hi, sc_hi);
     {
       float* const lo = o_red + (warp_n * BM + r_lo) * kOStride;
       float* const hi = o_red + (warp_n * BM + r_hi) * kOStride;
