@@ -4,7 +4,7 @@
 # it is built and precompiled here). Builds nothing. One or more steps:
 #
 #   bash scripts/gpu-kernels.sh tests      # the GPU tests (every knob and fp8 against the reference)
-#   bash scripts/gpu-kernels.sh fp8        # bench/gpu/fp8-shapes.json: fp8 against 16-bit caches
+#   bash scripts/gpu-kernels.sh fp8        # $FP8_WORKLOAD (bench/gpu/fp8-shapes.json): fp8 against 16-bit caches
 #   bash scripts/gpu-kernels.sh tilings    # $TILINGS_WORKLOAD (bench/gpu/weak-shapes.json) under each tiling of $TILINGS
 #   bash scripts/gpu-kernels.sh cudnn      # paper-safety-160 and cliff-8k against cuDNN
 #   bash scripts/gpu-kernels.sh weak       # bench/gpu/{weak-shapes,packed-groups,long-requests,d64-shapes}.json against cuDNN
@@ -63,7 +63,7 @@ for mode in "$@"; do
       ;;
     fp8)
       step "fp8 against 16-bit KV caches"
-      oracle bench/gpu/fp8-shapes.json oracle-fp8
+      oracle "${FP8_WORKLOAD:-bench/gpu/fp8-shapes.json}" oracle-fp8
       compare report-fp8 "$out/oracle-fp8.json"
       sed -n '/^| shape | 16-bit/,/^$/p' "$out/report-fp8.md"
       ;;

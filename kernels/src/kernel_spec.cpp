@@ -233,14 +233,32 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
 //    variant of D = 128, here with no upper bound): B=199 Lk=14991 Hq=64 Hkv=4 (796 items)
 //    1004.9 us instead of 1076.1, B=237 Lk=6020 Hq=14 Hkv=2 243.2 instead of 249.5, B=48
 //    Lk=1024 37.3 instead of 39.6. Under two per SM their single tile in flight starves the
-//    SMs that hold one CTA: B=46 Lk=641 Hq=64 Hkv=4 (184 items) 18.35 us against 16.77;
-//  * fp8: four stages of 64 rows: 96.4 us instead of 100.3 at B=16 Lk=16384 Hq=32 Hkv=8
-//    (2 splits), 365.7 instead of 383.8 at B=64 Lk=32768 Hq=16 Hkv=4.
-KernelSpec many_items_d64_spec(Dtype dtype, bool fp8_kv, bool three_ctas) {
-  KernelSpec s = decode_spec(64, dtype, fp8_kv, false, 16, false);
+//    SMs that hold one CTA: B=46 Lk=641 Hq=64 Hkv=4 (184 items) 18.35 us against 16.77.
+KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
+  KernelSpec s = decode_spec(64, dtype, false, false, 16, false);
   s.block_n = 64;
-  if (fp8_kv) s.stages = 4;
-  else if (three_ctas) s.stages = 2, s.min_ctas_per_sm = 3;
+  if (three_ctas) s.stages = 2, s.min_ctas_per_sm = 3;
+  return s;
+}
+
+// An fp8 cache at D = 64, contiguous, no margin: up to 4 CTAs share an SM whatever the
+// stages (registers), so the stages set the bytes in flight, and the rule of spec_for below
+// holds with fp8's smaller tiles. bench/gpu/fp8-d64.json under every split count (1-64) on
+// an H100, 64-row tiles in four stages against three (time ratio):
+//  * up to two items per SM, four: 0.94-0.99 on 64 to 256 items (B=16 Lk=16384 Hq=32 Hkv=8
+//    at 1 and 2 splits, B=8 and B=4 with 4x and 8x the keys, B=24 Hkv=4, B=64 Lk=32768 Hq=16
+//    Hkv=4: 363.4 us instead of 369.4);
+//  * from 288 to 400 items, three: four took 1.04-1.09 (B=40 Lk=8192 Hq=32 Hkv=8 128.2 us
+//    instead of 118.2, B=200 Lk=2048 Hq=16 Hkv=2, B=16 Lk=16384 at 3 splits); beyond, within
+//    about 1% either way;
+//  * up to one item per SM the 128-row tiles (two 64-row stages' bytes in one), four stages:
+//    B=16 Lk=16384 Hq=32 Hkv=8 93.2 us instead of 96.4 in three, B=8 Lk=32768 94.7 instead
+//    of 96.0; five stages slower than three.
+// (The three-CTA tiles were measured slower with fp8: 186.7 us instead of 180.4 at D = 128.)
+KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms) {
+  KernelSpec s = decode_spec(64, dtype, true, false, 16, false);
+  s.block_n = items <= sms ? 128 : 64;
+  s.stages = items <= 2 * sms ? 4 : 3;
   return s;
 }
 }  // namespace
@@ -278,9 +296,9 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // the three-CTA variant (a third of an SM's share).
   // (Without a margin min(items, sms) <= half the SMs is the same test as items <= half.)
   const bool margin = d.sm_margin > 0;
-  if (shape.head_dim == 64 && shape.page_size == 0 && !margin && items > sms) {
-    return many_items_d64_spec(query_dtype(shape), shape.dtype == Dtype::fp8,
-                               blocks_per_split(shape, d) > 2 && items >= 2 * sms);
+  if (shape.head_dim == 64 && shape.page_size == 0 && !margin) {
+    if (shape.dtype == Dtype::fp8) return fp8_d64_spec(query_dtype(shape), items, sms);
+    if (items > sms) return many_items_d64_spec(query_dtype(shape), blocks_per_split(shape, d) > 2 && items >= 2 * sms);
   }
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
@@ -337,13 +355,14 @@ std::vector<KernelSpec> all_kernel_specs() {
           }
           if (d == 128 && !paged && !fp8) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
-          if (d == 64 && !paged) {
-            out.push_back(many_items_d64_spec(dt, fp8, false));
-            if (!fp8)
-              for (KernelSpec k : {many_items_d64_spec(dt, fp8, true), two_warp_rows_spec(dt, 2),
-                                   two_warp_rows_spec(dt, 3)})
-                out.push_back(k);
+          if (d == 64 && !paged && fp8) {
+            // One, two and three items per SM (fp8_d64_spec).
+            for (int items : {1, 2, 3}) out.push_back(fp8_d64_spec(dt, items, 1));
           }
+          if (d == 64 && !paged && !fp8)
+            for (KernelSpec k : {many_items_d64_spec(dt, false), many_items_d64_spec(dt, true),
+                                 two_warp_rows_spec(dt, 2), two_warp_rows_spec(dt, 3)})
+              out.push_back(k);
           if (d == 256) continue;
           for (auto [block_m, block_n] : {std::pair{32, 64}, {32, 128}, {64, 64}})
             out.push_back(packed_rows_spec(d, dt, fp8, paged, block_m, block_n));

@@ -92,11 +92,11 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 61 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 63 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
-  // contiguous three-CTA variant (16-bit KV); D = 64's contiguous many-item tilings (two
-  // 16-bit, one fp8) and two-warp 16-row tilings (16-bit); a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 122u);
+  // contiguous three-CTA variant (16-bit KV); D = 64's contiguous tilings by items per SM (two
+  // 16-bit, three fp8) and two-warp 16-row tilings (16-bit); a combine per D.
+  EXPECT_EQ(all_kernel_specs().size(), 126u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -190,7 +190,7 @@ TEST(KernelSpecs, Fp8VariantsStageHalfTheBytes) {
     EXPECT_EQ(k.smem_bytes(), l8.total) << k.name();
     EXPECT_LT(k.smem_bytes(), l16.total) << k.name();
     EXPECT_NE(k.name(), wide.name());
-    // Every fp8 tiling but D = 64's four-stage one (many items) is also a 16-bit one.
+    // Every fp8 tiling but D = 64's four-stage ones is also a 16-bit one.
     if (k.head_dim == 64 && k.stages == 4) continue;
     EXPECT_NE(std::find(all.begin(), all.end(), wide), all.end()) << k.name() << " has no 16-bit twin";
   }
@@ -296,23 +296,29 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   auto tiling = [](const KernelSpec& k) {
     return "n" + std::to_string(k.block_n) + "s" + std::to_string(k.stages) + "o" + std::to_string(k.min_ctas_per_sm);
   };
-  // Up to one item per SM: the 128-row three-stage tiles, two CTAs per SM.
+  // Up to one item per SM: the 128-row three-stage tiles, two CTAs per SM; four stages fp8.
   EXPECT_EQ(tiling(at(16, 16384, 1)), "n128s3o1");  // 128 items
-  EXPECT_EQ(tiling(at(16, 16384, 1, Dtype::fp8)), "n128s3o1");
+  EXPECT_EQ(tiling(at(16, 16384, 1, Dtype::fp8)), "n128s4o1");
+  EXPECT_EQ(tiling(at(16, 16384, 1, Dtype::fp8, 16)), "n128s3o1");  // paged: as before
   // More: three stages of 64 rows; from two items per SM on, splits of more than two
-  // blocks in the three-CTA tiles; fp8 in four stages of 64 rows.
+  // blocks in the three-CTA tiles.
   EXPECT_EQ(tiling(at(17, 16384, 1)), "n64s3o1");  // 136 items
   EXPECT_EQ(tiling(at(33, 16384, 1)), "n64s2o3");  // 264 items
   EXPECT_EQ(tiling(at(160, 16384, 1)), "n64s2o3");  // 1280 items: no upper bound
   EXPECT_EQ(tiling(at(160, 300, 1)), "n64s2o3");   // 3 blocks
   EXPECT_EQ(tiling(at(160, 256, 1)), "n64s3o1");   // 2 blocks
   EXPECT_EQ(tiling(at(16, 4096, 16)), "n64s3o1");  // 2048 items of 2 blocks
-  EXPECT_EQ(tiling(at(16, 16384, 2, Dtype::fp8)), "n64s4o1");
+  // fp8: 64-row tiles in four stages up to two items per SM, then three.
+  EXPECT_EQ(tiling(at(16, 16384, 2, Dtype::fp8)), "n64s4o1");  // 256 items
+  EXPECT_EQ(tiling(at(33, 16384, 1, Dtype::fp8)), "n64s4o1");  // 264
+  EXPECT_EQ(tiling(at(34, 16384, 1, Dtype::fp8)), "n64s3o1");  // 272
   // Paged, or with a margin: as before.
   EXPECT_EQ(tiling(at(17, 16384, 1, Dtype::bf16, 16)), "n128s3o1");
   EXPECT_EQ(tiling(at(17, 16384, 1, Dtype::bf16, 0, 4)), "n128s3o1");
   const auto all = all_kernel_specs();
-  for (const KernelSpec& k : {at(33, 16384, 1), at(160, 256, 1), at(16, 16384, 2, Dtype::fp8)})
+  for (const KernelSpec& k :
+       {at(33, 16384, 1), at(160, 256, 1), at(16, 16384, 2, Dtype::fp8), at(16, 16384, 1, Dtype::fp8),
+        at(34, 16384, 1, Dtype::fp8)})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
 }
 
