@@ -261,6 +261,16 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms) {
   s.stages = items <= 2 * sms ? 4 : 3;
   return s;
 }
+
+// An fp8 cache at D = 256 (contiguous, no margin) with more items than SMs: two stages of
+// its 64-row tiles instead of three (two CTAs per SM either way, by registers): B=57 Lk=2106
+// Hq=16 Hkv=8 (456 items) 174.6 us instead of 184.9, B=32 Lk=9723 Hq=1 Hkv=1 over 8
+// splits 62.5 instead of 64.1 (docs/performance.md).
+KernelSpec many_items_fp8_d256_spec(Dtype dtype) {
+  KernelSpec s = decode_spec(256, dtype, true, false, 16, false);
+  s.stages = 2;
+  return s;
+}
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
@@ -288,7 +298,8 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // (README, "Bytes in flight"). So the biggest tiles only while at most half the SMs have a
   // CTA, and the smallest once there are more CTAs than SMs, up to the three per SM the
   // dense variant holds. (Contiguous KV at D = 128: the paged loop's page ids spill at the
-  // dense variant's 168 registers; D = 64 has its own rule below, and D = 256 one tiling.)
+  // dense variant's 168 registers; D = 64 has its own rule below, and D = 256 one tiling, two
+  // with fp8.)
   //
   // With an SM margin the grid holds one CTA per usable SM (grid_ctas_per_sm, plan.hpp), so
   // the bytes in flight are those of min(items, SMs - margin) CTAs: the 128-row tiles while
@@ -304,10 +315,16 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
   const bool few = shape.dtype == Dtype::fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms;
-  // (An fp8 cache has no three-CTA variant: measured slower, 186.7 us instead of 180.4 at
-  // B=32 Lk=8192 Hkv=8.)
-  const bool dense = !margin && shape.head_dim == 128 && shape.page_size == 0 && shape.dtype != Dtype::fp8 &&
-                     items > sms && items <= 3 * sms;
+  // An fp8 cache takes the three-CTA variant too since its queries run the fp16 MMA (one
+  // conversion per pair, 168 registers with 16 bytes spilled), but only where the two-CTA
+  // one would need a second wave, past two items per SM: B=17 Lk=4985 Hq=32 Hkv=16 (272
+  // items) 118.8 us instead of 135.7, B=76 Lk=4568 Hq=20 Hkv=4 (304) 122.9 instead of 133.8;
+  // B=32 Lk=8192 Hq=32 Hkv=8 (256) 178.7 against 174.3 (docs/performance.md).
+  const std::int64_t dense_from = shape.dtype == Dtype::fp8 ? 2 * sms : sms;
+  const bool dense =
+      !margin && shape.head_dim == 128 && shape.page_size == 0 && items > dense_from && items <= 3 * sms;
+  if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && shape.page_size == 0 && !margin && items > sms)
+    return many_items_fp8_d256_spec(query_dtype(shape));
   return decode_spec(shape, 16, few, dense);
 }
 
@@ -353,7 +370,8 @@ std::vector<KernelSpec> all_kernel_specs() {
             if (latency && d != 128) continue;  // the same tiles as the throughput variant
             out.push_back(decode_spec(d, dt, fp8, paged, 16, latency));
           }
-          if (d == 128 && !paged && !fp8) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
+          if (d == 128 && !paged) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
+          if (d == 256 && !paged && fp8) out.push_back(many_items_fp8_d256_spec(dt));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
           if (d == 64 && !paged && fp8) {
             // One, two and three items per SM (fp8_d64_spec).

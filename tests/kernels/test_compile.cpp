@@ -92,11 +92,12 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 63 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 65 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
-  // contiguous three-CTA variant (16-bit KV); D = 64's contiguous tilings by items per SM (two
-  // 16-bit, three fp8) and two-warp 16-row tilings (16-bit); a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 126u);
+  // contiguous three-CTA variant at D = 128; D = 64's contiguous tilings by items per SM (two
+  // 16-bit, three fp8) and two-warp 16-row tilings (16-bit); D = 256's two-stage fp8 tiling;
+  // a combine per D.
+  EXPECT_EQ(all_kernel_specs().size(), 130u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -190,8 +191,9 @@ TEST(KernelSpecs, Fp8VariantsStageHalfTheBytes) {
     EXPECT_EQ(k.smem_bytes(), l8.total) << k.name();
     EXPECT_LT(k.smem_bytes(), l16.total) << k.name();
     EXPECT_NE(k.name(), wide.name());
-    // Every fp8 tiling but D = 64's four-stage ones is also a 16-bit one.
-    if (k.head_dim == 64 && k.stages == 4) continue;
+    // Every fp8 tiling but D = 64's four-stage ones and D = 256's two-stage one is also a
+    // 16-bit one.
+    if ((k.head_dim == 64 && k.stages == 4) || (k.head_dim == 256 && k.stages == 2)) continue;
     EXPECT_NE(std::find(all.begin(), all.end(), wide), all.end()) << k.name() << " has no 16-bit twin";
   }
   Shape s;
@@ -264,11 +266,28 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(33, 1), dense);  // 264
   EXPECT_EQ(at(49, 1), dense);  // 392 <= 396
   EXPECT_EQ(at(17, 2), dense);  // 272 through the splits
+  s.dtype = Dtype::fp8;  // an fp8 cache past two items per SM, in its own (one-byte) tiles
+  const KernelSpec dense8 = at(34, 1);  // 272 items
+  EXPECT_TRUE(dense8.fp8_kv);
+  EXPECT_EQ(dense8.min_ctas_per_sm, 3);
+  EXPECT_EQ(dense8.stages, 2);
+  EXPECT_EQ(at(49, 1), dense8);
+  EXPECT_EQ(at(33, 1).min_ctas_per_sm, 1);  // 264: one wave of the two-CTA variant
+  EXPECT_EQ(at(33, 1).block_n, 64);
+  EXPECT_EQ(at(8, 1).block_n, 128);  // up to one item per SM: fp8's 128-row tiles
+  EXPECT_EQ(at(16, 1).block_n, 128);
+  s.head_dim = 256;  // D = 256 fp8: two stages past one item per SM
+  EXPECT_EQ(at(16, 1).stages, 3);
+  EXPECT_EQ(at(17, 1).stages, 2);
+  EXPECT_EQ(at(17, 1).min_ctas_per_sm, 1);
+  const KernelSpec d256 = at(17, 1);
+  s.head_dim = 128;
+  s.dtype = Dtype::bf16;
   // Beyond three per SM the grid runs several items per CTA either way: two per SM.
   EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);  // 400
   EXPECT_EQ(at(50, 1).stages, 3);
   const auto all = all_kernel_specs();
-  for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, at(50, 1)})
+  for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, at(50, 1), dense8, d256})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
   // With an SM margin the grid is one CTA per usable SM (plan.hpp, grid_ctas_per_sm): the
   // CTAs that run at once set the tiles, and the three-CTA variant never runs.

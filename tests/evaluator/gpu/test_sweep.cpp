@@ -124,6 +124,8 @@ std::vector<SweepCase> sweep_cases() {
   add("fp8", S().fp8().b(2).heads(64, 1).lk(4099), dec(1), {}, true);  // m64, per tensor
   add("fp8", S().fp8().heads(71, 1).lk(1000), dec(2, false));
   add("fp8", S().fp8().b(34).heads(64, 8).lk(1000), dec(1));  // dense
+  add("fp8", S().fp8(Dtype::fp16).b(34).heads(16, 8).d(256).lk(1000), dec(1));  // D = 256, two stages
+  add("fp8", S().fp8().b(30).heads(32, 8).d(64).lk(1000), dec(1));  // D = 64, 64-row tiles, four stages
   add("fp8", S().fp8().b(13).lk(4099).page(16), dec(7), mixed, true);
   add("fp8", S().fp8().lq(4).heads(16, 2).lk(500), dec(3));
   add("fp8", S().fp8().b(13).lk(1000), dec(8, std::nullopt, 100));
