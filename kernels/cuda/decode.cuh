@@ -303,6 +303,45 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       a[1] = lds_4(at_hi), a[3] = lds_4(at_hi + 4);
     };
 
+    // The query's fragments, once per item (D <= 128). bf16 queries over an fp8 cache go into
+    // fp16 here, each row times 2^e (common.cuh, f16_row_exponent), and the row's softmax
+    // scale takes 2^e back.
+    auto load_q = [&]() {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        if constexpr (Tr::KV8) {
+          q_frag_fp8(kk, qf[kk]);
+        } else {
+          ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+        }
+      }
+      if constexpr (Tr::kQToF16) {
+        // a0 and a2 hold row g's columns, a1 and a3 row g + 8's; the quad holds a row.
+        float max_lo = 0.f, max_hi = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          max_lo = fmaxf(max_lo, fmaxf(bf16x2_max_abs(qf[kk][0]), bf16x2_max_abs(qf[kk][2])));
+          max_hi = fmaxf(max_hi, fmaxf(bf16x2_max_abs(qf[kk][1]), bf16x2_max_abs(qf[kk][3])));
+        }
+        const int e_lo = f16_row_exponent(quad_max(max_lo)), e_hi = f16_row_exponent(quad_max(max_hi));
+        const float up_lo = pow2(e_lo), up_hi = pow2(e_hi);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          qf[kk][0] = bf16x2_to_f16x2(qf[kk][0], up_lo), qf[kk][2] = bf16x2_to_f16x2(qf[kk][2], up_lo);
+          qf[kk][1] = bf16x2_to_f16x2(qf[kk][1], up_hi), qf[kk][3] = bf16x2_to_f16x2(qf[kk][3], up_hi);
+        }
+        c_lo = c * pow2(-e_lo);
+        c_hi = c * pow2(-e_hi);
+      }
+    };
+    if constexpr (Tr::kQToF16) {
+      // Before the loop, so that the rescaling's registers stay out of it (the three-CTA
+      // tiles spilled with it inside). Q came with tile 0's group.
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      if (warp_active) load_q();
+    }
+
     for (int tile = 0; tile < n_tiles; ++tile) {
       // Page ids of the tile STAGES ahead: loaded now, stored after the math, so the
       // page-table latency hides behind this tile's work.
@@ -321,35 +360,8 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       cp_async_commit();
 
       if (warp_active) {
-        if constexpr (Tr::kQInRegs) {
-          if (tile == 0) {
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-              if constexpr (Tr::KV8) {
-                q_frag_fp8(kk, qf[kk]);
-              } else {
-                ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
-              }
-            }
-            if constexpr (Tr::kQToF16) {
-              // a0 and a2 hold row g's columns, a1 and a3 row g + 8's; the quad holds a row.
-              float max_lo = 0.f, max_hi = 0.f;
-#pragma unroll
-              for (int kk = 0; kk < D / 16; ++kk) {
-                max_lo = fmaxf(max_lo, fmaxf(bf16x2_max_abs(qf[kk][0]), bf16x2_max_abs(qf[kk][2])));
-                max_hi = fmaxf(max_hi, fmaxf(bf16x2_max_abs(qf[kk][1]), bf16x2_max_abs(qf[kk][3])));
-              }
-              const int e_lo = f16_row_exponent(quad_max(max_lo)), e_hi = f16_row_exponent(quad_max(max_hi));
-              const float up_lo = pow2(e_lo), up_hi = pow2(e_hi);
-#pragma unroll
-              for (int kk = 0; kk < D / 16; ++kk) {
-                qf[kk][0] = bf16x2_to_f16x2(qf[kk][0], up_lo), qf[kk][2] = bf16x2_to_f16x2(qf[kk][2], up_lo);
-                qf[kk][1] = bf16x2_to_f16x2(qf[kk][1], up_hi), qf[kk][3] = bf16x2_to_f16x2(qf[kk][3], up_hi);
-              }
-              c_lo = c * pow2(-e_lo);
-              c_hi = c * pow2(-e_hi);
-            }
-          }
+        if constexpr (Tr::kQInRegs && !Tr::kQToF16) {
+          if (tile == 0) load_q();
         }
         const u32 k_tile = tiles_base + (tile % STAGES) * 2 * Tr::kKvTileBytes;
         const u32 v_tile = k_tile + Tr::kKvTileBytes;

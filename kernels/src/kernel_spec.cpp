@@ -316,7 +316,7 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
   const bool few = shape.dtype == Dtype::fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms;
   // An fp8 cache takes the three-CTA variant too since its queries run the fp16 MMA (one
-  // conversion per pair, 168 registers with 16 bytes spilled), but only where the two-CTA
+  // conversion per pair; 167 registers, no spill), but only where the two-CTA
   // one would need a second wave, past two items per SM: B=17 Lk=4985 Hq=32 Hkv=16 (272
   // items) 118.8 us instead of 135.7, B=76 Lk=4568 Hq=20 Hkv=4 (304) 122.9 instead of 133.8;
   // B=32 Lk=8192 Hq=32 Hkv=8 (256) 178.7 against 174.3 (docs/performance.md).
