@@ -254,7 +254,6 @@ KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
 //  * up to one item per SM the 128-row tiles (two 64-row stages' bytes in one), four stages:
 //    B=16 Lk=16384 Hq=32 Hkv=8 93.2 us instead of 96.4 in three, B=8 Lk=32768 94.7 instead
 //    of 96.0; five stages slower than three.
-// (The three-CTA tiles were measured slower with fp8: 186.7 us instead of 180.4 at D = 128.)
 KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms) {
   KernelSpec s = decode_spec(64, dtype, true, false, 16, false);
   s.block_n = items <= sms ? 128 : 64;

@@ -85,10 +85,6 @@ void check_readable(sql::Connection& c, const std::string& path, int version) {
                    std::to_string(Database::latest_schema_version()) + "; upgrade evodispatch");
 }
 
-// Each migration runs in its own IMMEDIATE transaction together with its user_version
-// bump, so a crash or an error mid-way leaves the previous version intact. The version
-// is read again under the write lock because another process may have migrated the
-// file while this one waited for it.
 // Foreign keys off for a migration that rebuilds a referenced table (see Migration), and
 // on again however it ends.
 class ForeignKeysOff {
@@ -97,7 +93,10 @@ class ForeignKeysOff {
     if (c_) c_->execute("PRAGMA foreign_keys = OFF");
   }
   ~ForeignKeysOff() {
-    if (c_) c_->execute("PRAGMA foreign_keys = ON");
+    try {
+      if (c_) c_->execute("PRAGMA foreign_keys = ON");
+    } catch (const DbError&) {  // a destructor must not throw; the connection is failing anyway
+    }
   }
   ForeignKeysOff(const ForeignKeysOff&) = delete;
   ForeignKeysOff& operator=(const ForeignKeysOff&) = delete;
@@ -106,6 +105,10 @@ class ForeignKeysOff {
   sql::Connection* c_;
 };
 
+// Each migration runs in its own IMMEDIATE transaction together with its user_version
+// bump, so a crash or an error mid-way leaves the previous version intact. The version
+// is read again under the write lock because another process may have migrated the
+// file while this one waited for it.
 void migrate(sql::Connection& c, const std::string& path, int from, int target) {
   for (const Migration& m : migrations()) {
     if (m.version <= from) continue;
