@@ -7,7 +7,7 @@
 #   bash scripts/gpu-kernels.sh fp8        # $FP8_WORKLOAD (bench/gpu/fp8-shapes.json): fp8 against 16-bit caches
 #   bash scripts/gpu-kernels.sh tilings    # $TILINGS_WORKLOAD (bench/gpu/weak-shapes.json) under each tiling of $TILINGS
 #   bash scripts/gpu-kernels.sh cudnn      # paper-safety-160 and cliff-8k against cuDNN
-#   bash scripts/gpu-kernels.sh weak       # bench/gpu/{weak-shapes,packed-groups,long-requests,d64-shapes}.json against cuDNN
+#   bash scripts/gpu-kernels.sh weak       # bench/gpu/{weak-shapes,packed-groups,long-requests,d64-shapes,many-items}.json against cuDNN
 #   bash scripts/gpu-kernels.sh domain     # a fresh models-decode sample ($SAMPLES, seed $SEED) against cuDNN
 #   bash scripts/gpu-kernels.sh order      # that sample's fa3 times in its order and reversed: does one depend on the last?
 #
@@ -92,7 +92,9 @@ for mode in "$@"; do
       oracle bench/gpu/packed-groups.json oracle-packed
       oracle bench/gpu/long-requests.json oracle-long
       oracle bench/gpu/d64-shapes.json oracle-d64
-      compare report-weak "$out/oracle-weak.json" "$out/oracle-packed.json" "$out/oracle-long.json" "$out/oracle-d64.json"
+      oracle bench/gpu/many-items.json oracle-many
+      compare report-weak "$out/oracle-weak.json" "$out/oracle-packed.json" "$out/oracle-long.json" "$out/oracle-d64.json" \
+        "$out/oracle-many.json"
       ;;
     domain)
       step "a fresh models-decode sample against cuDNN"

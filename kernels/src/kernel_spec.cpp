@@ -261,6 +261,33 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms) {
   return s;
 }
 
+// D = 128 (contiguous, no margin) past three items per SM, splits of more than one block:
+// 16-row tiles of two warps over 32-key K/V tiles (64 threads, at most 168 registers), six
+// CTAs per SM in two stages or four in three. More CTAs per SM hide each one's wait for its
+// first tile, most of a short split, and two stages keep the bytes in flight of six CTAs
+// near the four-warp variant's two (bench/gpu/many-items.json on an H100, against the 64-row
+// four-warp tiles this replaced): B=211 Lk=159 Hq=32 Hkv=2 18.1 us instead of 21.0, B=150
+// Lk=200 Hq=24 Hkv=8 48.5 instead of 51.0, B=64 Lk=8192 Hq=64 Hkv=8 687.6 instead of 698.8;
+// an fp8 cache 13.4 instead of 17.8 and 34.9 instead of 41.3 (B=107 Lk=325 Hq=16 Hkv=8).
+// Splits of one block keep the four-warp tiles (B=200 Lk=100 Hq=64 Hkv=8: 43.8 us against
+// 40.2). Six per SM unless the items leave a last wave emptier than fours would (more
+// padded slots): B=107 Lk=325 Hq=16 Hkv=8, 856 items, runs 792 + 64 in sixes (60.3 us),
+// 528 + 328 in fours (55.7; was 57.6). (An fp8 cache's three-stage CTAs fit five per SM by
+// registers; the rule counts four, which is what its measurements follow.)
+KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms) {
+  KernelSpec s = decode_spec(128, dtype, fp8_kv, false, 16, false);
+  s.block_n = 32;
+  s.warps_n = 2;
+  auto padded = [items](std::int64_t slots) { return (items + slots - 1) / slots * slots; };
+  // Where the items fit one wave of fours, an fp8 cache keeps the third stage (its tiles
+  // carry half the bytes): B=60 Lk=2000 Hq=32 Hkv=8 89.0 us in fours, 94.1 in sixes.
+  const std::int64_t one_wave = fp8_kv ? 4 * sms : 6 * sms;
+  const bool six = items <= one_wave ? !fp8_kv : padded(6 * sms) <= padded(4 * sms);
+  s.stages = six ? 2 : 3;
+  s.min_ctas_per_sm = six ? 6 : 4;
+  return s;
+}
+
 // An fp8 cache at D = 256 (contiguous, no margin) with more items than SMs: two stages of
 // its 64-row tiles instead of three (two CTAs per SM either way, by registers): B=57 Lk=2106
 // Hq=16 Hkv=8 (456 items) 174.6 us instead of 184.9, B=32 Lk=9723 Hq=1 Hkv=1 over 8
@@ -310,6 +337,8 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
     if (shape.dtype == Dtype::fp8) return fp8_d64_spec(query_dtype(shape), items, sms);
     if (items > sms) return many_items_d64_spec(query_dtype(shape), blocks_per_split(shape, d) > 2 && items >= 2 * sms);
   }
+  if (shape.head_dim == 128 && shape.page_size == 0 && !margin && items > 3 * sms && blocks_per_split(shape, d) > 1)
+    return many_items_d128_spec(query_dtype(shape), shape.dtype == Dtype::fp8, items, sms);
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
@@ -370,6 +399,8 @@ std::vector<KernelSpec> all_kernel_specs() {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, latency));
           }
           if (d == 128 && !paged) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
+          if (d == 128 && !paged)
+            for (std::int64_t items : {5, 7}) out.push_back(many_items_d128_spec(dt, fp8, items, 1));  // six, four
           if (d == 256 && !paged && fp8) out.push_back(many_items_fp8_d256_spec(dt));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
           if (d == 64 && !paged && fp8) {

@@ -92,12 +92,12 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 65 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 69 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
-  // contiguous three-CTA variant at D = 128; D = 64's contiguous tilings by items per SM (two
-  // 16-bit, three fp8) and two-warp 16-row tilings (16-bit); D = 256's two-stage fp8 tiling;
-  // a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 130u);
+  // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
+  // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
+  // (16-bit); D = 256's two-stage fp8 tiling; a combine per D.
+  EXPECT_EQ(all_kernel_specs().size(), 138u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -283,11 +283,46 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   const KernelSpec d256 = at(17, 1);
   s.head_dim = 128;
   s.dtype = Dtype::bf16;
-  // Beyond three per SM the grid runs several items per CTA either way: two per SM.
-  EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);  // 400
-  EXPECT_EQ(at(50, 1).stages, 3);
+  // Beyond three per SM: two-warp CTAs over 32-key tiles, six per SM in two stages...
+  const KernelSpec six = at(50, 1);  // 400 items
+  EXPECT_EQ(six.warps(), 2);
+  EXPECT_EQ(six.block_m, 16);
+  EXPECT_EQ(six.block_n, 32);
+  EXPECT_EQ(six.stages, 2);
+  EXPECT_EQ(six.min_ctas_per_sm, 6);
+  EXPECT_LE(6 * (six.smem_bytes() + 1024), 228 * 1024);
+  EXPECT_EQ(at(99, 1), six);  // 792: one wave of six per SM
+  EXPECT_EQ(at(90, 2), six);  // 1440 through the splits: 2 x 792 slots, as many as 3 x 528
+  // ...or four in three, where those leave the emptier last wave: 856 items run as
+  // 792 + 64 in sixes, 528 + 328 in fours.
+  const KernelSpec four = at(107, 1);
+  EXPECT_EQ(four.block_n, 32);
+  EXPECT_EQ(four.stages, 3);
+  EXPECT_EQ(four.min_ctas_per_sm, 4);
+  EXPECT_LE(4 * (four.smem_bytes() + 1024), 228 * 1024);
+  EXPECT_EQ(at(100, 1), four);  // 800
+  EXPECT_EQ(at(50, 4), four);   // 1600: 3 x 792 slots against 4 x 528
+  EXPECT_EQ(at(150, 1), six);   // 1200: both pad to 1584
+  s.page_size = 16;             // paged: the four-warp tiles, two CTAs per SM
+  EXPECT_EQ(at(50, 1).block_n, 64);
+  EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);
+  s.page_size = 0;
+  EXPECT_EQ(at(50, 1, 4).block_n, 64);  // a margin: one CTA per SM
+  s.seqlen_k = 128;                     // splits of one block: the four-warp tiles
+  EXPECT_EQ(at(50, 1).block_n, 64);
+  EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);
+  s.seqlen_k = 129;
+  EXPECT_EQ(at(50, 1), six);
+  s.seqlen_k = 8192;
+  s.dtype = Dtype::fp8;  // an fp8 cache: fours while they hold the items in one wave
+  EXPECT_EQ(at(60, 1).block_n, 32);  // 480 items
+  EXPECT_EQ(at(60, 1).stages, 3);
+  EXPECT_EQ(at(80, 1).min_ctas_per_sm, 6);  // 640
+  EXPECT_EQ(at(107, 1).min_ctas_per_sm, 4);  // 856
+  const KernelSpec six8 = at(80, 1), four8 = at(60, 1);
+  s.dtype = Dtype::bf16;
   const auto all = all_kernel_specs();
-  for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, at(50, 1), dense8, d256})
+  for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, six, four, six8, four8, dense8, d256})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
   // With an SM margin the grid is one CTA per usable SM (plan.hpp, grid_ctas_per_sm): the
   // CTAs that run at once set the tiles, and the three-CTA variant never runs.
@@ -354,7 +389,7 @@ TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
   s.batch = 64;
   k = spec_for(s, Decision{4, true, 0}, 132);
   EXPECT_EQ(k.block_m, 64);
-  // Unpacked, many CTAs: 64-row tiles, two CTAs per SM.
+  // Unpacked, many CTAs of one block each: 64-row tiles, two CTAs per SM.
   k = spec_for(s, Decision{4, false, 0}, 132);
   EXPECT_EQ(k.block_m, 16);
   EXPECT_EQ(k.block_n, 64);

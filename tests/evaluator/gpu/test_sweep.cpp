@@ -106,6 +106,19 @@ std::vector<SweepCase> sweep_cases() {
   add("long", S().fp8().b(77).heads(71, 1).d(64).lk(1500).page(16), dec(1));
   add("long", S().fp8(Dtype::fp16).b(77).heads(64, 2).lk(1500), dec(2));
   add("long", S().fp8().b(256).heads(48, 1).lk(100), dec(1), {}, true);
+  // Head dim 128 past three items per SM (many_items_d128_spec): two-warp CTAs over 32-key
+  // tiles, six per SM in two stages or four in three; mixed lengths, Lq > 1, fp16.
+  add("d128many", S().b(60).heads(32, 8).lk(2000), dec(1));              // 480 items: six
+  add("d128many", S().b(107).heads(16, 8).lk(325), dec(1));              // 856: four
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 100; ++i) lens.push_back(1 + (i * 977) % 4099);
+    add("d128many", S().fp16().b(100).heads(32, 8).lk(4099), dec(1), lens);  // 800: four
+  }
+  add("d128many", S().b(52).lq(4).heads(32, 8).lk(500), dec(2));         // 832 through the splits: four
+  add("d128many", S().fp16().b(211).heads(32, 2).lk(159), dec(1));       // 422, one block and a bit
+  add("d128many", S().fp8().b(107).heads(16, 8).lk(325), dec(1));        // fp8, 856: four
+  add("d128many", S().fp8(Dtype::fp16).b(80).heads(40, 8).lk(600), dec(1), {}, true);  // 640: six
   // Head dim 64 with more items than SMs (many_items_d64_spec): 64-row three-stage tiles,
   // three-CTA ones, fp8 in four stages; mixed lengths, Lq > 1.
   add("d64many", S().b(40).heads(32, 8).d(64).lk(1000), dec(1));         // 320 items: three CTAs
