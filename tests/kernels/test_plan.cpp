@@ -130,6 +130,17 @@ TEST(Plan, PersistentGridLeavesTheMarginFree) {
   EXPECT_EQ(grid_ctas_per_sm(3, 1), 1);
   EXPECT_EQ(grid_ctas_per_sm(1, 0), 1);
 
+  // Past three items per SM, the two-warp variants (spec_for, many_items_d128_spec): six
+  // CTAs per SM by registers and shared memory, or four by shared memory.
+  const Plan six = plan(gqa8(50, 8192), splits(1), hopper());
+  EXPECT_EQ(six.ctas_per_sm, 6);
+  EXPECT_EQ(six.slots, 6 * 132);
+  EXPECT_EQ(six.grid_ctas, 400);
+  const Plan four = plan(gqa8(107, 325), splits(1), hopper());
+  EXPECT_EQ(four.ctas_per_sm, 4);
+  EXPECT_EQ(four.slots, 4 * 132);
+  EXPECT_EQ(four.waves, 2);  // 856 items
+
   // Fewer work items than slots: the grid is the work.
   const Plan small = generic_plan(gqa8(2, 8192), splits(1, std::nullopt, 32), hopper());
   EXPECT_EQ(small.grid_ctas, 16);
