@@ -333,11 +333,14 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // the three-CTA variant (a third of an SM's share).
   // (Without a margin min(items, sms) <= half the SMs is the same test as items <= half.)
   const bool margin = d.sm_margin > 0;
-  if (shape.head_dim == 64 && shape.page_size == 0 && !margin) {
+  // Contiguous KV and no margin: the grid stacks CTAs on SMs, and the variants sized by
+  // items per SM below apply.
+  const bool stacked = shape.page_size == 0 && !margin;
+  if (shape.head_dim == 64 && stacked) {
     if (shape.dtype == Dtype::fp8) return fp8_d64_spec(query_dtype(shape), items, sms);
     if (items > sms) return many_items_d64_spec(query_dtype(shape), blocks_per_split(shape, d) > 2 && items >= 2 * sms);
   }
-  if (shape.head_dim == 128 && shape.page_size == 0 && !margin && items > 3 * sms && blocks_per_split(shape, d) > 1)
+  if (shape.head_dim == 128 && stacked && items > 3 * sms && blocks_per_split(shape, d) > 1)
     return many_items_d128_spec(query_dtype(shape), shape.dtype == Dtype::fp8, items, sms);
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
@@ -349,9 +352,8 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // items) 118.8 us instead of 135.7, B=76 Lk=4568 Hq=20 Hkv=4 (304) 122.9 instead of 133.8;
   // B=32 Lk=8192 Hq=32 Hkv=8 (256) 178.7 against 174.3 (docs/performance.md).
   const std::int64_t dense_from = shape.dtype == Dtype::fp8 ? 2 * sms : sms;
-  const bool dense =
-      !margin && shape.head_dim == 128 && shape.page_size == 0 && items > dense_from && items <= 3 * sms;
-  if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && shape.page_size == 0 && !margin && items > sms)
+  const bool dense = stacked && shape.head_dim == 128 && items > dense_from && items <= 3 * sms;
+  if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && stacked && items > sms)
     return many_items_fp8_d256_spec(query_dtype(shape));
   return decode_spec(shape, 16, few, dense);
 }
@@ -398,9 +400,10 @@ std::vector<KernelSpec> all_kernel_specs() {
             if (latency && d != 128) continue;  // the same tiles as the throughput variant
             out.push_back(decode_spec(d, dt, fp8, paged, 16, latency));
           }
-          if (d == 128 && !paged) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
-          if (d == 128 && !paged)
+          if (d == 128 && !paged) {
+            out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
             for (std::int64_t items : {5, 7}) out.push_back(many_items_d128_spec(dt, fp8, items, 1));  // six, four
+          }
           if (d == 256 && !paged && fp8) out.push_back(many_items_fp8_d256_spec(dt));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
           if (d == 64 && !paged && fp8) {
