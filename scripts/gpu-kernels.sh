@@ -5,14 +5,15 @@
 #
 #   bash scripts/gpu-kernels.sh tests      # the GPU tests (every knob and fp8 against the reference)
 #   bash scripts/gpu-kernels.sh fp8        # $FP8_WORKLOAD (bench/gpu/fp8-shapes.json): fp8 against 16-bit caches
+#   bash scripts/gpu-kernels.sh fp8-edge   # bench/gpu/fp8-edge.json at $EDGE_SPLITS (8 12) splits: fixed cost and rate
 #   bash scripts/gpu-kernels.sh tilings    # $TILINGS_WORKLOAD (bench/gpu/weak-shapes.json) under each tiling of $TILINGS
 #   bash scripts/gpu-kernels.sh cudnn      # paper-safety-160 and cliff-8k against cuDNN
 #   bash scripts/gpu-kernels.sh weak       # bench/gpu/{weak-shapes,packed-groups,long-requests,d64-shapes,many-items}.json against cuDNN
 #   bash scripts/gpu-kernels.sh domain     # a fresh models-decode sample ($SAMPLES, seed $SEED) against cuDNN
 #   bash scripts/gpu-kernels.sh order      # that sample's fa3 times in its order and reversed: does one depend on the last?
 #
-# Every step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK: both)
-# and times SDPA's cuDNN on the same shapes in the same run (bench/gpu/sdpa_compare.py). Writes
+# Every other step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK:
+# both) and times SDPA's cuDNN on the same shapes in the same run (bench/gpu/sdpa_compare.py). Writes
 # into $OUT (default ./gpu-kernels-out): each step's bench JSON, its report (.md, .json) and
 # evodispatch.db.xz.
 set -uo pipefail
@@ -66,6 +67,15 @@ for mode in "$@"; do
       oracle "${FP8_WORKLOAD:-bench/gpu/fp8-shapes.json}" oracle-fp8
       compare report-fp8 "$out/oracle-fp8.json"
       sed -n '/^| shape | 16-bit/,/^$/p' "$out/report-fp8.md"
+      ;;
+    fp8-edge)
+      for n in ${EDGE_SPLITS:-8 12}; do
+        step "fp8 and 16-bit caches over lengths at $n splits: fixed cost and streaming rate"
+        "$bin" bench --workload bench/gpu/fp8-edge.json --policy "fixed:$n" --device cuda:0 --db "$db" \
+          --json >"$out/fp8-edge-s$n.json" 2>"$out/fp8-edge-s$n.log" || status=1
+        python3 bench/gpu/fp8_edge.py "$out/fp8-edge-s$n.json" --out "$out/fp8-edge-s$n-fit.json" |
+          tee "$out/fp8-edge-s$n.md" || status=1
+      done
       ;;
     tilings)
       workload=${TILINGS_WORKLOAD:-bench/gpu/weak-shapes.json}

@@ -1,0 +1,90 @@
+// bench/gpu without a GPU: every workload there loads, and fp8_edge.py's fit (the
+// `fp8-edge` step of scripts/gpu-kernels.sh) recovers the fixed cost and streaming rate
+// that a bench output was made of.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../support/run_command.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using evodispatch::test::CommandResult;
+using evodispatch::test::run_command;
+using evodispatch::test::run_evodispatch;
+
+const fs::path kBenchGpu = fs::path(EVO_SOURCE_DIR) / "bench" / "gpu";
+
+TEST(GpuBenchFiles, EveryWorkloadLoads) {
+  int workloads = 0;
+  for (const auto& e : fs::directory_iterator(kBenchGpu)) {
+    if (e.path().extension() != ".json") continue;
+    ++workloads;
+    const CommandResult r = run_evodispatch("decide --policy fa3 --json --workload '" + e.path().string() + "'");
+    EXPECT_EQ(r.code, 0) << e.path() << ": " << r.err;
+    EXPECT_NE(r.out.find("\"num_splits\""), std::string::npos) << e.path();
+  }
+  EXPECT_GE(workloads, 10);
+}
+
+class Fp8EdgeScript : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not installed";
+    dir_ = evodispatch::test::scratch_path("fp8-edge");
+    fs::create_directories(dir_);
+  }
+  CommandResult fit(const nlohmann::json& bench) {
+    std::ofstream(dir_ / "bench.json") << bench.dump();
+    return run_command("python3 '" + (kBenchGpu / "fp8_edge.py").string() + "' '" + (dir_ / "bench.json").string() +
+                       "' --out '" + (dir_ / "fit.json").string() + "'");
+  }
+  fs::path dir_;
+};
+
+nlohmann::json shape(int seqlen_k, const std::string& dtype) {
+  return {{"batch", 4}, {"seqlen_q", 1}, {"seqlen_k", seqlen_k}, {"h_q", 8},          {"h_kv", 1},
+          {"head_dim", 128}, {"dtype", dtype}, {"page_size", 0}, {"causal", true}};
+}
+
+TEST_F(Fp8EdgeScript, RecoversEachDtypesFixedCostAndRate) {
+  // time = fixed + MB / (TB/s), a MB being 1e6 bytes and a TB/s one MB per us.
+  nlohmann::json rows = nlohmann::json::array();
+  for (int lk : {2048, 8192, 16384, 32768}) {
+    const double mb16 = 2.0 * 4 * lk * 128 * 2 / 1e6;
+    rows.push_back({{"shape", shape(lk, "bf16")}, {"median_us", 8.0 + mb16 / 3.1}});
+    rows.push_back({{"shape", shape(lk, "fp8")}, {"median_us", 10.0 + mb16 / 2 / 3.0}});
+  }
+  // A row that failed counts nowhere (it has no time).
+  rows.push_back({{"shape", shape(65536, "fp8")}, {"ok", false}, {"error", "out of memory"}});
+  const CommandResult r = fit({{"policy", "fixed:12"}, {"rows", rows}});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("| B=4 Hq=8 Hkv=1 D=128 | 16-bit | 8.00 us | 3.100 TB/s |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| B=4 Hq=8 Hkv=1 D=128 | fp8 | 10.00 us | 3.000 TB/s |"), std::string::npos) << r.out;
+
+  const auto report = nlohmann::json::parse(std::ifstream(dir_ / "fit.json"));
+  const auto& ratios = report["families"][0]["ratios"];
+  ASSERT_EQ(ratios.size(), 4u);  // the failed fp8 row has no 16-bit twin either
+  // The ratio falls with the cache, toward rate16 / (2 rate8) = 0.517 as the fixed costs fade.
+  const double mb = 2.0 * 4 * 32768 * 128 * 2 / 1e6;
+  EXPECT_NEAR(ratios[3]["ratio"].get<double>(), (10.0 + mb / 6.0) / (8.0 + mb / 3.1), 1e-9);
+  for (std::size_t i = 1; i < ratios.size(); ++i)
+    EXPECT_LT(ratios[i]["ratio"].get<double>(), ratios[i - 1]["ratio"].get<double>());
+}
+
+TEST_F(Fp8EdgeScript, SaysWhichFileHadNothingMeasured) {
+  const CommandResult r = fit({{"rows", {{{"shape", shape(4096, "fp8")}, {"ok", false}}}}});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("no family with measured rows in"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bench.json"), std::string::npos) << r.err;
+}
+
+}  // namespace
