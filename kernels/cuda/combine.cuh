@@ -11,6 +11,13 @@
 // splits before it waits on any: one memory round trip per kCombineSplitsPerLoad x L
 // splits (a loop of dependent loads took 11 us at 11 splits on an H100). A grid of any
 // size >= 1 walks the rows with a static stride, so the host can cap it at SMs - sm_margin.
+//
+// Before it waits for the decode grid, each thread asks L2 for the lines of its first row's
+// partials and output (prefetch.global.L2: L2 is where the decode kernel's writes land, so
+// nothing stale can be read later, and no L1 line is made). The waiting CTAs are resident
+// early (programmatic dependent launch), and the translations and lines are then warm when
+// the loads issue: 0.1-0.3 us less on calls of 7-9 us over 12-24 splits (B=1 Lk=1595 Hq=24
+// Hkv=1: 7.40 -> 7.15 us on an H100), longer calls unchanged (docs/performance.md).
 #include "common.cuh"
 
 namespace evodispatch {
@@ -52,18 +59,44 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const i64 lse_split_stride = total_rows;                // lse_partial entries per split
   const int tid = threadIdx.x;
   const int ch = tid % kChannels, lane = (tid / kChannels) % L, local_row = tid / (kChannels * L);
+  // Row r's request b, query i and head h, where its split 0 LSE and this thread's O columns
+  // are, and where its 8 output elements go.
+  struct Row {
+    int b, i, h;
+    const float* lse_s;
+    const float* o_s;
+    char* out;
+  };
+  auto row_at = [&](int r) {
+    Row x;
+    x.h = r % p.h_q;
+    x.i = (r / p.h_q) % p.seqlen_q;
+    x.b = r / (p.h_q * p.seqlen_q);
+    x.lse_s = p.lse_partial + (static_cast<i64>(x.b) * p.h_q + x.h) * p.seqlen_q + x.i;
+    x.o_s = p.o_partial + static_cast<i64>(r) * D + ch * 8;
+    x.out = static_cast<char*>(p.out) +
+            2 * (x.b * p.out_batch_stride + x.i * p.out_row_stride + x.h * p.out_head_stride + ch * 8);
+    return x;
+  };
+  if (const int first = blockIdx.x * rows_per_cta + local_row; first < total_rows) {
+    const Row at = row_at(first);
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (const int s = lane + j * L; s < S) {
+        prefetch_l2(at.lse_s + s * lse_split_stride);
+        prefetch_l2(at.o_s + s * split_rows * D);
+      }
+    prefetch_l2(at.out);
+  }
   wait_for_prerequisite_grids();  // the decode kernel's partials (see common.cuh)
 
   // The row loop's trip count is the same for every thread of the CTA (the barriers below).
   for (int base = blockIdx.x * rows_per_cta; base < total_rows; base += gridDim.x * rows_per_cta) {
     const int row = base + local_row;
     const bool valid = row < total_rows;  // a short last tile: its threads still join the merge
-    const int r = valid ? row : total_rows - 1;
-    const int h = r % p.h_q;
-    const int i = (r / p.h_q) % p.seqlen_q;
-    const int b = r / (p.h_q * p.seqlen_q);
-    const float* const lse_s = p.lse_partial + (static_cast<i64>(b) * p.h_q + h) * p.seqlen_q + i;
-    const float* const o_s = p.o_partial + static_cast<i64>(r) * D + ch * 8;
+    const Row at = row_at(valid ? row : total_rows - 1);
+    const float* const lse_s = at.lse_s;
+    const float* const o_s = at.o_s;
 
     CombineState st{neg_inf(), 0.f, {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}};
     for (int s0 = lane; s0 < S; s0 += L * kBatch) {
@@ -115,11 +148,10 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
     if (!valid || lane != 0) continue;
     const float inv = st.l > 0.f ? 1.f / st.l : 0.f;
     const float* a = st.acc;
-    const i64 off = b * p.out_batch_stride + i * p.out_row_stride + h * p.out_head_stride + ch * 8;
-    store_16(static_cast<char*>(p.out) + 2 * off, E::pack(a[0] * inv, a[1] * inv), E::pack(a[2] * inv, a[3] * inv),
+    store_16(at.out, E::pack(a[0] * inv, a[1] * inv), E::pack(a[2] * inv, a[3] * inv),
              E::pack(a[4] * inv, a[5] * inv), E::pack(a[6] * inv, a[7] * inv));
     if (p.lse && ch == 0)
-      p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + i] = st.l > 0.f ? st.m + fast_log2(st.l) / kLog2e : neg_inf();
+      p.lse[at.b * p.lse_batch_stride + at.h * p.lse_head_stride + at.i] = st.l > 0.f ? st.m + fast_log2(st.l) / kLog2e : neg_inf();
   }
 }
 

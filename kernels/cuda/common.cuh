@@ -178,6 +178,9 @@ __device__ __forceinline__ void wait_for_prerequisite_grids() {
 #endif
 }
 
+// Asks L2 for the line holding `p` (a hint: no register, no L1 line, never a fault).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 // The SM this thread runs on.
 __device__ __forceinline__ int sm_id() {
   int id;
