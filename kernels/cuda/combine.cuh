@@ -12,12 +12,12 @@
 // splits (a loop of dependent loads took 11 us at 11 splits on an H100). A grid of any
 // size >= 1 walks the rows with a static stride, so the host can cap it at SMs - sm_margin.
 //
-// Before it waits for the decode grid, each thread asks L2 for the lines of its first row's
-// partials and output (prefetch.global.L2: L2 is where the decode kernel's writes land, so
-// nothing stale can be read later, and no L1 line is made). The waiting CTAs are resident
-// early (programmatic dependent launch), and the translations and lines are then warm when
-// the loads issue: 0.1-0.3 us less on calls of 7-9 us over 12-24 splits (B=1 Lk=1595 Hq=24
-// Hkv=1: 7.40 -> 7.15 us on an H100), longer calls unchanged (docs/performance.md).
+// Before it waits for the decode grid, each thread asks L2 for the line its first row's
+// output goes to (prefetch.global.L2: a hint, no L1 line). The waiting CTAs are resident
+// early (programmatic dependent launch), so the translation and the line are warm when the
+// merge stores: 2-3% off split calls of 7-9 us (B=1 Lk=1595 Hq=24 Hkv=1: 7.41 -> 7.22 us on
+// an H100). Prefetching the partials as well saved 0.15 us more there, but it reads the
+// old partials from DRAM while the decode streams: B=8 Lk=4096 Hq=64 Hkv=1 took 4% longer.
 #include "common.cuh"
 
 namespace evodispatch {
@@ -78,16 +78,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
             2 * (x.b * p.out_batch_stride + x.i * p.out_row_stride + x.h * p.out_head_stride + ch * 8);
     return x;
   };
-  if (const int first = blockIdx.x * rows_per_cta + local_row; first < total_rows) {
-    const Row at = row_at(first);
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j)
-      if (const int s = lane + j * L; s < S) {
-        prefetch_l2(at.lse_s + s * lse_split_stride);
-        prefetch_l2(at.o_s + s * split_rows * D);
-      }
-    prefetch_l2(at.out);
-  }
+  if (const int first = blockIdx.x * rows_per_cta + local_row; first < total_rows) prefetch_l2(row_at(first).out);
   wait_for_prerequisite_grids();  // the decode kernel's partials (see common.cuh)
 
   // The row loop's trip count is the same for every thread of the CTA (the barriers below).
@@ -151,7 +142,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
     store_16(at.out, E::pack(a[0] * inv, a[1] * inv), E::pack(a[2] * inv, a[3] * inv),
              E::pack(a[4] * inv, a[5] * inv), E::pack(a[6] * inv, a[7] * inv));
     if (p.lse && ch == 0)
-      p.lse[at.b * p.lse_batch_stride + at.h * p.lse_head_stride + at.i] = st.l > 0.f ? st.m + fast_log2(st.l) / kLog2e : neg_inf();
+      p.lse[at.b * p.lse_batch_stride + at.h * p.lse_head_stride + at.i] =
+          st.l > 0.f ? st.m + fast_log2(st.l) / kLog2e : neg_inf();
   }
 }
 
