@@ -15,10 +15,7 @@ import argparse
 import json
 import sys
 
-
-def kv_mb(s):
-    elem = 1 if s["dtype"] == "fp8" else 2
-    return 2 * s["batch"] * s["seqlen_k"] * s["h_kv"] * s["head_dim"] * elem / 1e6
+from shapes import kv_bytes
 
 
 def fit(points):
@@ -44,7 +41,7 @@ def families(rows):
         s = r["shape"]
         dt = "fp8" if s["dtype"] == "fp8" else "16-bit"
         fam = out.setdefault((s["batch"], s["h_q"], s["h_kv"], s["head_dim"]), {})
-        fam.setdefault(dt, []).append((s["seqlen_k"], kv_mb(s), r["median_us"]))
+        fam.setdefault(dt, []).append((s["seqlen_k"], kv_bytes(s) / 1e6, r["median_us"]))
     return out
 
 

@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from shapes import kv_bytes
+
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 MIN_REPLAY_US = 200.0
 REPLAYS = 30
@@ -42,11 +44,6 @@ MAX_CALLS = 4096
 def shape_key(s):
     return (s["batch"], s["seqlen_q"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"], s["dtype"],
             s.get("page_size", 0), s.get("q_dtype", "bf16"))
-
-
-def kv_bytes(s):
-    elem = 1 if s["dtype"] == "fp8" else 2
-    return 2 * s["batch"] * s["seqlen_k"] * s["h_kv"] * s["head_dim"] * elem
 
 
 def describe(s):
