@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds FlashAttention-3 (FA3, flash-attention/hopper) on the GPU machine: forward only, bf16 only,
-# at the requested head dims, with split-KV, paged KV, PackGQA and varlen kept enabled. FA3 is never
+# Builds FlashAttention-3 (FA3, flash-attention/hopper) on the GPU machine: forward only, bf16 (and
+# with --fp8 e4m3) only, at the requested head dims, with split-KV, paged KV, PackGQA and varlen kept enabled. FA3 is never
 # committed: the sources come from a user's checkout or from third_party/fa3-src.tar.xz (git-ignored).
 #
 # Usage:
 #   scripts/fa3-build.sh CHECKOUT OUT_DIR [--patch FILE] [--hdims "64 128 256"] [--reuse DIR]
-#                        [--namespace NAME] [--dry-run]
+#                        [--namespace NAME] [--fp8] [--dry-run]
 #
 #   CHECKOUT   a flash-attention checkout (a directory holding hopper/ and csrc/cutlass/include/), or a
 #              .tar.xz holding such a tree (e.g. third_party/fa3-src.tar.xz; extracted to a temp dir).
@@ -21,6 +21,8 @@
 #   --namespace NAME  the build's torch op namespace and Python package instead of flash_attn_3
 #              (NAME._C, torch.ops.NAME, NAME_config), so that it loads beside stock FA3 in one process:
 #              how fa3_worker.py --regress times a patched build against stock. Written to OUT_DIR/NAMESPACE.
+#   --fp8      build FA3's e4m3 kernels too (q, k and v in e4m3, as the FA3 worker runs an fp8 cache):
+#              about twice the kernels to compile.
 #   --dry-run  do the copy / patch / setup.py edit / env setup, print them, and stop before setup.py.
 #
 # Environment: FA3_BUILD_ROOT (default /tmp/fa3-build-root) is the fixed path every build runs in before
@@ -37,13 +39,14 @@ die() { echo "fa3-build: error: $*" >&2; exit 1; }
 log() { echo "fa3-build: $*" >&2; }
 
 T0=$(date +%s)
-CHECKOUT="" OUT_DIR="" PATCH="" HDIMS="128" REUSE="" DRY_RUN=0 NAMESPACE=flash_attn_3
+CHECKOUT="" OUT_DIR="" PATCH="" HDIMS="128" REUSE="" DRY_RUN=0 NAMESPACE=flash_attn_3 FP8=0
 while (($#)); do
   case "$1" in
     --patch) PATCH=${2:?--patch needs a file}; shift 2 ;;
     --hdims) HDIMS=${2:?--hdims needs a list}; shift 2 ;;
     --reuse) REUSE=${2:?--reuse needs a directory}; shift 2 ;;
     --namespace) NAMESPACE=${2:?--namespace needs a name}; shift 2 ;;
+    --fp8) FP8=1; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage 0 ;;
     -*) die "unknown option $1" ;;
@@ -67,8 +70,9 @@ HDIMS=$(printf '%s\n' "${req[@]}" | sort -n -u | tr '\n' ' '); HDIMS=${HDIMS% }
 
 # FLASH_ATTENTION_DISABLE_* read by hopper/setup.py: BACKWARD SPLIT PAGEDKV APPENDKV LOCAL SOFTCAP PACKGQA
 # FP16 FP8 VARLEN CLUSTER HDIM64 HDIM96 HDIM128 HDIM192 HDIM256 SM80 HDIMDIFF64 HDIMDIFF192.
-# Kept enabled: SPLIT PAGEDKV PACKGQA VARLEN (and bf16 forward at the requested head dims).
-DISABLE=(BACKWARD FP16 FP8 SOFTCAP LOCAL CLUSTER SM80 APPENDKV HDIMDIFF64 HDIMDIFF192)
+# Kept enabled: SPLIT PAGEDKV PACKGQA VARLEN (and bf16 forward at the requested head dims; FP8 with --fp8).
+DISABLE=(BACKWARD FP16 SOFTCAP LOCAL CLUSTER SM80 APPENDKV HDIMDIFF64 HDIMDIFF192)
+((FP8)) || DISABLE+=(FP8)
 for h in "${ALL_HDIMS[@]}"; do [[ " $HDIMS " == *" $h "* ]] || DISABLE+=("HDIM$h"); done
 mapfile -t DISABLE_VARS < <(printf 'FLASH_ATTENTION_DISABLE_%s\n' "${DISABLE[@]}" | sort)
 

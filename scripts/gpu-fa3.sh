@@ -25,6 +25,10 @@
 # patch-domain  the same regression matrix on a fresh sample of $DOMAIN (default
 #         models-decode): $DOMAIN_SAMPLES shapes (default 120), seed $DOMAIN_SEED (default
 #         7), of the models whose head dim the build has ($HDIMS).
+# fp8     FA3's e4m3 kernels against its bf16 ones: builds FA3 with --fp8 into $FA3_FP8_DIR
+#         (default /tmp/fa3-fp8), takes the best of $ORACLE_SPLITS per shape of
+#         $FP8_WORKLOAD (default bench/gpu/fp8-models.json) in each dtype, and prints the fp8 /
+#         16-bit table (bench/gpu/fp8_twins.py). FA3 takes the queries in e4m3 too.
 # search  search --config $CONFIG (default gpu-fa3-safety-160) on fa3:cuda:0, stopped after
 #         $SEARCH_SECONDS (default 360) with SIGINT: resumable, nothing lost (RESUME=1 with
 #         DB= the database it returned goes on with the newest unfinished search).
@@ -150,6 +154,20 @@ for s in "${steps[@]}"; do
         --baseline fa3-kvcache --json >"$out/oracle.json" 2>"$out/oracle.log"
       echo "exit $? (130: stopped by the time limit, rows so far kept)"
       tail -n 8 "$out/oracle.log"
+      ;;
+    fp8)
+      fa3_fp8=${FA3_FP8_DIR:-/tmp/fa3-fp8}
+      step "build FA3 with its e4m3 kernels into $fa3_fp8"
+      build_fa3 "$fa3_fp8" --fp8 || exit 1
+      w=${FP8_WORKLOAD:-bench/gpu/fp8-models.json}
+      step "oracle of ${ORACLE_SPLITS:-1,2,3,4,6,8,12,16,24,32} on $w, fp8 and 16-bit, on FA3"
+      EVODISPATCH_FA3_PATH=$fa3_fp8/hopper timeout -s INT "${ORACLE_SECONDS:-300}" "$bin" bench --device fa3:cuda:0 \
+        --db "$db" --workload "$w" --policy oracle --oracle-splits "${ORACLE_SPLITS:-1,2,3,4,6,8,12,16,24,32}" \
+        --oracle-pack on --json >"$out/fa3-fp8.json" 2>"$out/fa3-fp8.log"
+      echo "exit $? (130: stopped by the time limit, rows so far kept)"
+      tail -n 3 "$out/fa3-fp8.log"
+      python3 bench/gpu/fp8_twins.py "$out/fa3-fp8.json" --label FA3 --out "$out/fa3-fp8-twins.json" |
+        tee "$out/fa3-fp8.md" || status=1
       ;;
     search)
       fa3_search "${CONFIG:-search/configs/gpu-fa3-safety-160.json}" search

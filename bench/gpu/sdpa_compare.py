@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+import fp8_twins
+from fp8_twins import shape_key, target_checks, twin_pairs
 from shapes import kv_bytes
 
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
@@ -39,11 +41,6 @@ MIN_REPLAY_US = 200.0
 REPLAYS = 30
 WARMUP = 3
 MAX_CALLS = 4096
-
-
-def shape_key(s):
-    return (s["batch"], s["seqlen_q"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"], s["dtype"],
-            s.get("page_size", 0), s.get("q_dtype", "bf16"))
 
 
 def describe(s):
@@ -168,32 +165,15 @@ def cudnn_summary(report):
 
 def fp8_summary(report):
     """fp8-cache rows against their 16-bit twins; prints the table, returns checks."""
-    by_key = {shape_key(e["shape"]): e for e in report["shapes"]}
-    checks = []
-    rows = []
-    for e in report["shapes"]:
-        s = e["shape"]
-        if s["dtype"] != "fp8":
-            continue
-        twin = dict(s, dtype=s.get("q_dtype", "bf16"))
-        twin.pop("q_dtype", None)
-        t = by_key.get(shape_key(twin))
-        if t is None:
-            continue
-        r = e["ours_us"] / t["ours_us"]
-        rows.append((s, t, e, r))
-        if t["kv_bytes"] > 256e6:  # issue 18's "over 256 MB" (a 268 MB cache counts)
-            checks.append(("fp8 / %s, %s (%.0f MB in 16-bit) <= 0.55" % (twin["dtype"], describe(s), t["kv_bytes"] / 1e6),
-                           "%.3f" % r, r <= 0.55))
-    if rows:
+    pairs = twin_pairs(report["shapes"], lambda e: e["ours_us"])
+    if pairs:
         print()
         print("| shape | 16-bit KV | fp8 KV | fp8 TB/s | fp8 / 16-bit |")
         print("| --- | --- | --- | --- | --- |")
-        for s, t, e, r in rows:
-            page = " page=%d" % s["page_size"] if s.get("page_size") else ""
-            print("| %s%s | %.2f us | %.2f us | %.2f | %.3f |" % (describe(s), page, t["ours_us"], e["ours_us"],
-                                                               e["ours_tbps"], r))
-    return checks
+        for e, t, r in pairs:
+            print("| %s | %.2f us | %.2f us | %.2f | %.3f |" % (fp8_twins.describe(e["shape"]), t["ours_us"], e["ours_us"],
+                                                              e["ours_tbps"], r))
+    return target_checks(pairs)
 
 
 def main():

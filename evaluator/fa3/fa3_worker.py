@@ -20,6 +20,12 @@ cache_seqlens). On that path FA3 takes num_splits as an upper bound: its schedul
 (hopper/flash_prepare_scheduler.cu) splits each request into at most that many parts and
 fewer when the SMs are already full. Each row's plan records the split FA3 ran.
 
+An fp8 cache (dtype "fp8") runs FA3's e4m3 kernels, which take q, k and v all in e4m3 with
+descales per (request, KV head): the worker quantizes the queries (bf16 or fp16, as the
+shape's q_dtype) per KV head's group, draws K/V descales as the built-in kernels' cases do,
+and checks against the reference on the dequantized inputs with a tolerance for e4m3's
+rounding of q and P. FA3 builds only with `scripts/fa3-build.sh --fp8` have those kernels.
+
 The measuring protocol is the built-in one: graph replay of back-to-back calls, input sets
 rotated to keep L2 cold, outputs poisoned with NaN before the checked call, a float32
 reference, interleaved A/B. FA3 allocates its own output, so poisoning fills and frees a
@@ -82,6 +88,12 @@ def parse_shape(j):
     }
     if s["dtype"] not in DTYPES:
         raise Refused("shape.dtype: one of %s, got %r" % (", ".join(DTYPES), s["dtype"]))
+    q_dtype = j.get("q_dtype", "bf16")
+    if q_dtype not in (("bf16", "fp16") if s["dtype"] == "fp8" else ("bf16",)):
+        raise Refused("shape.q_dtype: %s, got %r" % ("bf16 or fp16 for an fp8 cache" if s["dtype"] == "fp8"
+                                                       else "only an fp8 cache takes one", q_dtype))
+    if q_dtype != "bf16":  # as the contract writes a shape: q_dtype only where it is not bf16
+        s["q_dtype"] = q_dtype
     if s["h_q"] % s["h_kv"]:
         raise Refused("shape.h_q: must be a multiple of h_kv")
     if not isinstance(s["causal"], bool):
@@ -150,7 +162,10 @@ def interleaved(graphs, rounds, warmup=1):
 
 
 def output_tolerance(dtype):
-    return 5e-3 if dtype == "fp16" else 1e-2
+    # FA3's fp8 path rounds q and P to e4m3 as well as the cache (its wgmma takes e4m3 on
+    # both sides): two roundings of unit roundoff 2^-4 each, where the 16-bit dtypes round
+    # P to 2^-8 (bf16) or 2^-11 (fp16).
+    return {"fp16": 5e-3, "bf16": 1e-2, "fp8": 0.125}[dtype]
 
 
 # ---- the worker -------------------------------------------------------------------------
@@ -232,7 +247,8 @@ class Worker:
         row = self.row(shape, decision, timing)
         try:
             c, gpu = self.case(shape, req.get("seqlens"), timing["replays"] > 0, timing)
-            row["plan"] = {"backend": "fa3", "fa3": knobs(decision), "fa3_splits": self.backend.splits_run(c, knobs(decision))}
+            row["plan"] = {"backend": "fa3", "fa3": knobs(decision), "fa3_splits": self.backend.splits_run(c, knobs(decision)),
+                           **fa3_dtypes(shape)}
             if timing["check"]:
                 self.check(shape, decision, c, row)
             if timing["replays"] > 0:
@@ -268,7 +284,8 @@ class Worker:
             c, gpu = self.case(shape, req.get("seqlens"), True, timing)
             graphs = []
             for side, d in (("a", a), ("b", b)):
-                out[side]["plan"] = {"backend": "fa3", "fa3": knobs(d), "fa3_splits": self.backend.splits_run(c, knobs(d))}
+                out[side]["plan"] = {"backend": "fa3", "fa3": knobs(d), "fa3_splits": self.backend.splits_run(c, knobs(d)),
+                                    **fa3_dtypes(shape)}
                 try:
                     if timing["check"]:
                         self.check(shape, d, c, out[side])
@@ -315,6 +332,12 @@ class RowError(Exception):
 
 
 OWN = {"num_splits": 0, "pack_gqa": None, "sm_margin": 0}  # FA3 decides for itself
+
+
+def fa3_dtypes(shape):
+    """What FA3 runs an fp8 cache with, for the row's plan: FA3 takes q, k and v of one dtype,
+    so the queries go into e4m3 too (TorchFa3Backend.quantize_queries), and its output is bf16."""
+    return {"fa3_dtypes": {"q": "e4m3", "kv": "e4m3", "out": "bf16"}} if shape["dtype"] == "fp8" else {}
 
 
 def knobs(decision):
@@ -369,20 +392,19 @@ class TorchFa3Backend:
         self.stream = torch.cuda.Stream(self.dev)
         self.case_key = None
         self.case_data = None
+        self.build_flags = fa3_build_flags(hopper)
 
     def build_identity(self):
         return fa3_build_identity(self.hopper)
 
     def unsupported(self, shape):
-        if shape["dtype"] == "fp8":
-            return "the FA3 worker measures bf16 and fp16 caches"
-        return ""
+        return unsupported_by_build(self.build_flags, shape)
 
     def free_bytes(self):
         return self.torch.cuda.mem_get_info(self.dev)[0]
 
     def set_bytes(self, s):
-        elem = 2
+        elem = 1 if s["dtype"] == "fp8" else 2  # fp8: q, k and v all in e4m3 (see prepare)
         q = s["batch"] * s["seqlen_q"] * s["h_q"] * s["head_dim"] * elem
         rows = s["batch"] * (-(-s["seqlen_k"] // s["page_size"]) * s["page_size"] if s["page_size"] else s["seqlen_k"])
         kv = 2 * rows * s["h_kv"] * s["head_dim"] * elem
@@ -395,7 +417,8 @@ class TorchFa3Backend:
         self.case_key = self.case_data = None
         self.torch.cuda.empty_cache()
         t = self.torch
-        dt = t.bfloat16 if s["dtype"] == "bf16" else t.float16
+        fp8 = s["dtype"] == "fp8"
+        dt = t.float16 if s.get("q_dtype", s["dtype"]) == "fp16" else t.bfloat16
         g = t.Generator(device=self.dev).manual_seed(1234)
         B, Lq, Lk, Hq, Hkv, D, ps = (s["batch"], s["seqlen_q"], s["seqlen_k"], s["h_q"], s["h_kv"],
                                      s["head_dim"], s["page_size"])
@@ -403,35 +426,56 @@ class TorchFa3Backend:
         if len(lens) != B or any((not isinstance(x, int)) or x < 1 or x > Lk for x in lens):
             raise RowError("seqlens: %d lengths in [1, seqlen_k] are required" % B)
         cache_seqlens = t.tensor(lens, dtype=t.int32, device=self.dev)
+        kv_dt = t.float8_e4m3fn if fp8 else dt
         inputs = []
         for _ in range(sets):
             q = t.randn(B, Lq, Hq, D, generator=g, device=self.dev, dtype=dt)
             if ps:
                 pages = -(-Lk // ps)
-                k = t.randn(B * pages, ps, Hkv, D, generator=g, device=self.dev, dtype=dt)
-                v = t.randn(B * pages, ps, Hkv, D, generator=g, device=self.dev, dtype=dt)
+                k = t.randn(B * pages, ps, Hkv, D, generator=g, device=self.dev, dtype=dt).to(kv_dt)
+                v = t.randn(B * pages, ps, Hkv, D, generator=g, device=self.dev, dtype=dt).to(kv_dt)
                 # Pages of a request are scattered, as a serving engine's allocator leaves them.
                 table = t.randperm(B * pages, generator=g, device=self.dev).to(t.int32).view(B, pages)
             else:
-                k = t.randn(B, Lk, Hkv, D, generator=g, device=self.dev, dtype=dt)
-                v = t.randn(B, Lk, Hkv, D, generator=g, device=self.dev, dtype=dt)
+                k = t.randn(B, Lk, Hkv, D, generator=g, device=self.dev, dtype=dt).to(kv_dt)
+                v = t.randn(B, Lk, Hkv, D, generator=g, device=self.dev, dtype=dt).to(kv_dt)
                 table = None
-            inputs.append((q, k, v, table))
+            descales = None
+            if fp8:
+                q, q_descale = self.quantize_queries(q, Hkv)
+                # K and V descales per (request, KV head), as the built-in kernels' cases draw them.
+                k_descale, v_descale = (t.exp2(t.rand(B, Hkv, generator=g, device=self.dev) * 2 - 1) for _ in "kv")
+                descales = {"q_descale": q_descale, "k_descale": k_descale, "v_descale": v_descale}
+            inputs.append((q, k, v, table, descales))
         self.case_key = key
-        self.case_data = {"shape": s, "inputs": inputs, "cache_seqlens": cache_seqlens, "lens": lens, "ref": None}
+        self.case_data = {"shape": s, "inputs": inputs, "cache_seqlens": cache_seqlens, "lens": lens, "ref": None,
+                          "out_dtype": t.bfloat16 if fp8 else dt}
         return self.case_data
 
+    def quantize_queries(self, q, h_kv):
+        """FA3's fp8 path takes e4m3 queries with a descale per (request, KV head), as a serving
+        engine hands them over: each KV head's query group scaled so that its largest |q| is
+        e4m3's largest finite value, 448."""
+        t = self.torch
+        B, Lq, Hq, D = q.shape
+        groups = q.float().view(B, Lq, h_kv, Hq // h_kv, D)
+        amax = groups.abs().amax(dim=(1, 3, 4)).clamp_min(1e-12)  # [B, Hkv]
+        descale = amax / 448.0
+        q8 = (groups / descale[:, None, :, None, None]).view(B, Lq, Hq, D).to(t.float8_e4m3fn)
+        return q8, descale.contiguous()
+
     def call(self, c, knobs, i=0):
-        q, k, v, table = c["inputs"][i % len(c["inputs"])]
+        q, k, v, table, descales = c["inputs"][i % len(c["inputs"])]
         return self.fa3.flash_attn_with_kvcache(
             q, k, v, cache_seqlens=c["cache_seqlens"], page_table=table, causal=c["shape"]["causal"],
-            num_splits=knobs["num_splits"], pack_gqa=knobs["pack_gqa"], sm_margin=knobs["sm_margin"])
+            num_splits=knobs["num_splits"], pack_gqa=knobs["pack_gqa"], sm_margin=knobs["sm_margin"],
+            **(descales or {}))
 
     def reference(self, c):
         if c["ref"] is None:
             t = self.torch
             s = c["shape"]
-            q, k, v, table = c["inputs"][0]
+            q, k, v, table, descales = c["inputs"][0]
             qpk = s["h_q"] // s["h_kv"]
             outs = []
             for b in range(s["batch"]):
@@ -441,9 +485,13 @@ class TorchFa3Backend:
                     vb = v[table[b].long()].flatten(0, 1)[:n]
                 else:
                     kb, vb = k[b, :n], v[b, :n]
-                kb = kb.float().repeat_interleave(qpk, dim=1)  # [n, Hq, D]
-                vb = vb.float().repeat_interleave(qpk, dim=1)
-                qb = q[b].float()  # [Lq, Hq, D]
+                kb, vb, qb = kb.float(), vb.float(), q[b].float()  # [n, Hkv, D], [n, Hkv, D], [Lq, Hq, D]
+                if descales is not None:  # the reference runs on the dequantized inputs
+                    kb = kb * descales["k_descale"][b][None, :, None]
+                    vb = vb * descales["v_descale"][b][None, :, None]
+                    qb = qb * descales["q_descale"][b].repeat_interleave(qpk)[None, :, None]
+                kb = kb.repeat_interleave(qpk, dim=1)  # [n, Hq, D]
+                vb = vb.repeat_interleave(qpk, dim=1)
                 scores = t.einsum("qhd,khd->hqk", qb, kb) / math.sqrt(s["head_dim"])
                 if s["causal"]:
                     pos = t.arange(s["seqlen_q"], device=self.dev) + n - s["seqlen_q"]
@@ -458,7 +506,7 @@ class TorchFa3Backend:
         ref = self.reference(c)
         # FA3 allocates its output: fill a block of that size with NaN and free it, so the
         # caching allocator gives the call that block and an unwritten element stays NaN.
-        poison = t.full(ref.shape, float("nan"), dtype=c["inputs"][0][0].dtype, device=self.dev)
+        poison = t.full(ref.shape, float("nan"), dtype=c["out_dtype"], device=self.dev)
         poison_ptr = poison.data_ptr()
         del poison
         out = self.call(c, knobs)
@@ -548,6 +596,38 @@ def import_fa3(hopper=None):
     except Exception as e:
         raise SystemExit("fa3 worker: cannot import %s (%s: %s)" % (source, type(e).__name__, e))
     return mod
+
+
+HEAD_DIMS = (64, 96, 128, 192, 256)  # FA3's kernel head dims; a call takes the smallest built one >= its own
+
+
+def unsupported_by_build(flags, shape):
+    """Why the FA3 build with these switches (its flash_attn_config's build_flags) cannot run
+    the shape, or "". FA3's own dispatch finds no kernel for a head dim above every built one
+    and crashes the process (seen on an H100 at D = 256 in a head-dim-128 build), so the
+    worker refuses such a shape before calling FA3."""
+    if not flags:
+        return ""  # a build without its config file: FA3 answers for itself
+    built = [d for d in HEAD_DIMS if not flags.get("FLASHATTENTION_DISABLE_HDIM%d" % d, False)]
+    if not any(shape["head_dim"] <= d for d in built):
+        return "this FA3 build has no kernels for head dim %d (built: %s; scripts/fa3-build.sh --hdims)" % (
+            shape["head_dim"], " ".join(map(str, built)) or "none")
+    if shape["dtype"] == "fp8" and flags.get("FLASHATTENTION_DISABLE_FP8", False):
+        return "this FA3 build has no e4m3 kernels for an fp8 cache (scripts/fa3-build.sh --fp8)"
+    if shape["dtype"] == "fp16" and flags.get("FLASHATTENTION_DISABLE_FP16", False):
+        return "this FA3 build has no fp16 kernels"
+    return ""
+
+
+def fa3_build_flags(hopper=None):
+    """The build switches FA3's setup.py wrote beside its interface (flash_attn_config, or
+    NAMESPACE_config for a build with its own op namespace); {} where there is none."""
+    namespace = "flash_attn_3" if hopper is None else build_namespace(hopper)
+    name = "flash_attn_config" if namespace == "flash_attn_3" else namespace + "_config"
+    try:
+        return dict(importlib.import_module(name).CONFIG.get("build_flags", {}))
+    except Exception:
+        return {}
 
 
 def build_namespace(hopper):

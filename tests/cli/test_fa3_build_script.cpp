@@ -101,11 +101,22 @@ TEST_F(Fa3BuildScript, AFinishedBuildIsKeptOnlyForTheSameInputs) {
   EXPECT_NE(same.err.find("already holds build " + id + ": kept"), std::string::npos) << same.err;
   EXPECT_NE(same.out.find("fa3-build: BUILD_ID " + id), std::string::npos) << same.out;
 
-  for (const std::string other : {"--hdims 128", "--hdims '64 128' --namespace flash_attn_3_evo"}) {
+  for (const std::string other : {"--hdims 128", "--hdims '64 128' --namespace flash_attn_3_evo", "--hdims '64 128' --fp8"}) {
     const CommandResult r = build("built", other);
     EXPECT_EQ(r.err.find(": kept"), std::string::npos) << other << "\n" << r.err;
     EXPECT_EQ(r.out.find(id), std::string::npos) << other << "\n" << r.out;
   }
+}
+
+// The FA3 worker runs an fp8 cache on FA3's e4m3 kernels: --fp8 keeps them in the build.
+TEST_F(Fa3BuildScript, Fp8KeepsTheE4m3Kernels) {
+  const CommandResult stock = dry_run("stock", "");
+  ASSERT_EQ(stock.code, 0) << stock.err;
+  EXPECT_NE(stock.err.find("FLASH_ATTENTION_DISABLE_FP8=TRUE"), std::string::npos) << stock.err;
+  const CommandResult fp8 = dry_run("fp8", "--fp8");
+  ASSERT_EQ(fp8.code, 0) << fp8.err;
+  EXPECT_EQ(fp8.err.find("FLASH_ATTENTION_DISABLE_FP8"), std::string::npos) << fp8.err;
+  EXPECT_NE(fp8.err.find("FLASH_ATTENTION_DISABLE_FP16=TRUE"), std::string::npos) << fp8.err;
 }
 
 TEST_F(Fa3BuildScript, ANamespaceItCannotApplyIsAnError) {

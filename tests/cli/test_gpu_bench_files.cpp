@@ -1,6 +1,6 @@
-// bench/gpu without a GPU: every workload there loads, and fp8_edge.py's fit (the
-// `fp8-edge` step of scripts/gpu-kernels.sh) recovers the fixed cost and streaming rate
-// that a bench output was made of.
+// bench/gpu without a GPU: every workload there loads, fp8_edge.py's fit (the `fp8-edge`
+// step of scripts/gpu-kernels.sh) recovers the fixed cost and streaming rate that a bench
+// output was made of, and fp8_twins.py pairs each fp8 cache with its 16-bit twin.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -85,6 +85,54 @@ TEST_F(Fp8EdgeScript, SaysWhichFileHadNothingMeasured) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("no family with measured rows in"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("bench.json"), std::string::npos) << r.err;
+}
+
+class Fp8TwinsScript : public Fp8EdgeScript {
+ protected:
+  CommandResult twins(const nlohmann::json& bench, const std::string& file = "bench.json") {
+    std::ofstream(dir_ / file) << bench.dump();
+    return run_command("python3 '" + (kBenchGpu / "fp8_twins.py").string() + "' '" + (dir_ / file).string() +
+                       "' --label FA3 --out '" + (dir_ / "twins.json").string() + "'");
+  }
+};
+
+TEST_F(Fp8TwinsScript, PairsEachFp8CacheWithItsQueryDtypesTwinAndChecksTheTarget) {
+  nlohmann::json q16 = shape(131072, "fp8");
+  q16["q_dtype"] = "fp16";
+  nlohmann::json fp16 = shape(131072, "fp16");
+  const nlohmann::json rows = {
+      // 268 MB in 16-bit: one pair meets 0.55, the fp16-query one (against the fp16 twin) does not.
+      {{"shape", shape(131072, "bf16")}, {"median_us", 100.0}},
+      {{"shape", shape(131072, "fp8")}, {"median_us", 54.0}},
+      {{"shape", fp16}, {"median_us", 90.0}},
+      {{"shape", q16}, {"median_us", 51.3}},
+      // 67 MB: a ratio, no target.
+      {{"shape", shape(32768, "bf16")}, {"median_us", 30.0}},
+      {{"shape", shape(32768, "fp8")}, {"median_us", 18.0}},
+      // A failed twin: its fp8 row has no pair, and the failure is listed.
+      {{"shape", shape(8192, "bf16")}, {"ok", false}, {"error", "does not support headdim"}},
+      {{"shape", shape(8192, "fp8")}, {"median_us", 9.0}}};
+  const CommandResult r = twins({{"rows", rows}});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("| B=4 Lk=131072 Hq=8 Hkv=1 D=128 | 268 MB | 100.00 us | 54.00 us | 0.540 |"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| B=4 Lk=131072 Hq=8 Hkv=1 D=128 q=fp16 | 268 MB | 90.00 us | 51.30 us | 0.570 |"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("failed: does not support headdim"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FA3: 1 of 2 caches over 256 MB at most 0.55, geomean 0.555, worst 0.570"), std::string::npos)
+      << r.out;
+  const auto report = nlohmann::json::parse(std::ifstream(dir_ / "twins.json"));
+  EXPECT_EQ(report["pairs"].size(), 3u);
+  ASSERT_EQ(report["targets"].size(), 2u);
+  EXPECT_EQ(report["targets"][0]["met"], true);
+  EXPECT_EQ(report["targets"][1]["met"], false);
+}
+
+TEST_F(Fp8TwinsScript, NamesTheFileThatIsNotABenchOutput) {
+  const CommandResult r = twins({{"workload", "fp8-models"}}, "not-bench.json");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("not-bench.json: not an `evodispatch bench --json` output"), std::string::npos) << r.err;
 }
 
 }  // namespace

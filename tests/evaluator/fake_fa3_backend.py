@@ -3,13 +3,17 @@
 It stands where evaluator/fa3/fa3_worker.py's TorchFa3Backend stands, and behaves as FA3 on
 the serving path would in the ways the worker must handle: num_splits is an upper bound
 that its scheduler lowers when the SMs are full; time grows with the work per SM, so the
-knobs reach it or the tests see it; and it fails the way FA3 fails: a head dim outside its
-build raises RuntimeError, num_splits 13 writes NaN outputs (a kernel bug the numeric
-check must catch), num_splits 99 is an illegal memory access that poisons the context.
+knobs reach it or the tests see it; an fp8 cache moves half the bytes and comes back with
+FA3's fp8 error (q and P rounded to e4m3 too); and it fails the way FA3 fails: a head dim
+outside its build raises RuntimeError, num_splits 13 writes NaN outputs (a kernel bug the
+numeric check must catch), num_splits 7 on an fp8 cache is off by more than e4m3 rounds,
+num_splits 99 is an illegal memory access that poisons the context.
 
 A build directory (the worker's --stock and --patched hopper/ folders) may hold fake.json,
 {"build": ID, "own_splits": {"SEQLEN_K": SPLITS}}: a patched build whose own heuristic
-picks other splits at those lengths.
+picks other splits at those lengths. EVODISPATCH_FAKE_FA3_FLAGS (JSON) gives the build's
+switches, as FA3's flash_attn_config holds them; the worker's own unsupported_by_build
+reads them, as it reads a real build's.
 """
 
 import json
@@ -40,13 +44,15 @@ class FakeFa3:
         return self.build
 
     def unsupported(self, shape):
-        return "the FA3 worker measures bf16 and fp16 caches" if shape["dtype"] == "fp8" else ""
+        from __main__ import unsupported_by_build  # the worker runs as __main__ (python3 -c)
+        return unsupported_by_build(json.loads(os.environ.get("EVODISPATCH_FAKE_FA3_FLAGS", "{}")), shape)
 
     def free_bytes(self):
         return 64 << 30
 
     def set_bytes(self, s):
-        return 2 * 2 * s["batch"] * s["seqlen_k"] * s["h_kv"] * s["head_dim"] + 2 * s["batch"] * s["h_q"] * s["head_dim"]
+        elem = 1 if s["dtype"] == "fp8" else 2
+        return elem * (2 * s["batch"] * s["seqlen_k"] * s["h_kv"] * s["head_dim"] + s["batch"] * s["h_q"] * s["head_dim"])
 
     def prepare(self, shape, seqlens, sets):
         return {"shape": shape, "sets": sets}
@@ -75,13 +81,17 @@ class FakeFa3:
         ctas = s["batch"] * s["h_kv"] * splits * rows
         sms = self.num_sms - knobs["sm_margin"]
         tiles = -(-s["seqlen_k"] // 128) / splits
-        return 3.0 + math.ceil(ctas / sms) * tiles * 0.4 + (1.5 if splits > 1 else 0.0)
+        per_tile = 0.2 if s["dtype"] == "fp8" else 0.4
+        return 3.0 + math.ceil(ctas / sms) * tiles * per_tile + (1.5 if splits > 1 else 0.0)
 
     def check(self, c, knobs):
         self._run(c["shape"], knobs)
         self.calls += 1
         if knobs["num_splits"] == 13:
             return {"rel_error": float("nan"), "bad_elements": 5, "first_bad": 7, "poisoned": True}
+        if c["shape"]["dtype"] == "fp8":
+            return {"rel_error": 0.3 if knobs["num_splits"] == 7 else 0.04, "bad_elements": 0, "first_bad": -1,
+                    "poisoned": True}
         return {"rel_error": 2e-3, "bad_elements": 0, "first_bad": -1, "poisoned": True}
 
     def graph(self, c, knobs, calls):

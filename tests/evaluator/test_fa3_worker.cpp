@@ -106,10 +106,6 @@ TEST_F(Fa3Worker, FailuresAreRowsAndAStickyErrorRestartsTheWorker) {
   const Comparison cmp = remote->compare(gqa(2, 1024), Decision{1, true, 0}, Decision{13, true, 0}, TimingOptions{});
   EXPECT_FALSE(cmp.ok);
   EXPECT_EQ(cmp.error.rfind("b: numeric check failed", 0), 0u) << cmp.error;
-  // fp8 is not measured on FA3 here: said, not attempted.
-  Shape fp8 = gqa(2, 1024);
-  fp8.dtype = Dtype::fp8;
-  EXPECT_NE(remote->measure(fp8, Decision{1, true, 0}, TimingOptions{}).error.find("bf16 and fp16"), std::string::npos);
   // An illegal address poisons the context: that row fails, the worker exits, and the
   // next request runs in a new one.
   const pid_t first = remote->worker_pid();
@@ -129,6 +125,9 @@ TEST_F(Fa3Worker, BadRequestsGetAnErrorReplyAndTheWorkerGoesOn) {
   const json bad_shape = remote->request({{"op", "measure"}, {"shape", {{"seqlen_k", 0}, {"h_q", 8}}}, {"decision", {{"num_splits", 1}}}});
   EXPECT_FALSE(bad_shape.value("ok", true));
   EXPECT_NE(bad_shape.value("error", "").find("seqlen_k"), std::string::npos);
+  const json bad_q = remote->request(
+      {{"op", "measure"}, {"shape", {{"seqlen_k", 64}, {"h_q", 8}, {"dtype", "bf16"}, {"q_dtype", "fp16"}}}, {"decision", {{"num_splits", 1}}}});
+  EXPECT_NE(bad_q.value("error", "").find("shape.q_dtype: only an fp8 cache takes one"), std::string::npos) << bad_q;
   EXPECT_TRUE(remote->measure(gqa(1, 512), Decision{1, true, 0}, TimingOptions{}).ok);
   EXPECT_EQ(remote->restarts(), 0);
 }
@@ -242,4 +241,55 @@ TEST_F(Fa3Regress, RefusesTwoBuildsOfOneNamespaceAndDecisionsOfOtherShapes) {
   EXPECT_TRUE(regress("").empty());
   EXPECT_NE(run.code, 0);
   EXPECT_NE(run.err.find("program.jsonl:1:"), std::string::npos) << run.err;
+}
+
+// An fp8 cache runs FA3's e4m3 kernels: the row keys on the shape as sent (its query dtype
+// included), the check takes e4m3's tolerance and still fails what is off by more, and the
+// plan says what FA3 ran.
+TEST_F(Fa3Worker, AnFp8CacheIsMeasuredAndCheckedWithE4m3sTolerance) {
+  Shape fp8 = gqa(2, 8192);
+  fp8.dtype = Dtype::fp8;
+  fp8.q_dtype = Dtype::fp16;
+  const Measurement m = remote->measure(fp8, Decision{2, true, 0}, TimingOptions{});
+  ASSERT_TRUE(m.ok) << m.error;
+  EXPECT_EQ(to_json(m.key), to_json(remote->key(fp8, Decision{2, true, 0}, TimingOptions{})));
+  EXPECT_EQ(m.key.shape.q_dtype, Dtype::fp16);
+  ASSERT_TRUE(m.rel_error.has_value());
+  EXPECT_NEAR(*m.rel_error, 0.04, 1e-9);  // above the 16-bit tolerance, within e4m3's
+  EXPECT_EQ(m.plan["fa3_dtypes"], (json{{"q", "e4m3"}, {"kv", "e4m3"}, {"out", "bf16"}}));
+  Shape bf16 = fp8;
+  bf16.dtype = Dtype::bf16;
+  bf16.q_dtype = Dtype::bf16;
+  const Measurement twin = remote->measure(bf16, Decision{2, true, 0}, TimingOptions{});
+  ASSERT_TRUE(twin.ok) << twin.error;
+  EXPECT_FALSE(twin.plan.contains("fa3_dtypes"));
+  EXPECT_LT(m.median_us, 0.8 * twin.median_us);
+  const Measurement off = remote->measure(fp8, Decision{7, true, 0}, TimingOptions{});
+  EXPECT_FALSE(off.ok);
+  EXPECT_NE(off.error.find("rel_error 0.3 >= 0.125"), std::string::npos) << off.error;
+}
+
+// What the build lacks is refused before FA3 is called: FA3 finds no kernel for a head dim
+// above every built one and crashes the process (a head-dim-128 build at D = 256 on an H100).
+TEST_F(Fa3Worker, WhatTheBuildLacksIsRefusedBeforeFa3IsCalled) {
+  ::setenv("EVODISPATCH_FAKE_FA3_FLAGS",
+           R"({"FLASHATTENTION_DISABLE_HDIM64": true, "FLASHATTENTION_DISABLE_HDIM96": true,
+               "FLASHATTENTION_DISABLE_HDIM192": true, "FLASHATTENTION_DISABLE_HDIM256": true,
+               "FLASHATTENTION_DISABLE_FP8": true})",
+           1);
+  const auto built128 = std::make_unique<RemoteEvaluator>("fa3:cuda:0", fa3_worker_command("fa3:cuda:0", 0, h100(), kFingerprint));
+  ::unsetenv("EVODISPATCH_FAKE_FA3_FLAGS");
+  const Measurement d256 = built128->measure(gqa(2, 1024, 256), Decision{1, true, 0}, TimingOptions{});
+  EXPECT_FALSE(d256.ok);
+  EXPECT_NE(d256.error.find("unsupported shape: this FA3 build has no kernels for head dim 256 (built: 128;"),
+            std::string::npos)
+      << d256.error;
+  EXPECT_TRUE(built128->measure(gqa(2, 1024, 64), Decision{1, true, 0}, TimingOptions{}).ok)
+      << "D = 64 runs on the head-dim-128 kernels";
+  Shape fp8 = gqa(2, 1024);
+  fp8.dtype = Dtype::fp8;
+  const Measurement no_fp8 = built128->measure(fp8, Decision{1, true, 0}, TimingOptions{});
+  EXPECT_NE(no_fp8.error.find("no e4m3 kernels for an fp8 cache (scripts/fa3-build.sh --fp8)"), std::string::npos)
+      << no_fp8.error;
+  EXPECT_EQ(built128->restarts(), 0);
 }
