@@ -275,7 +275,7 @@ TEST_F(Fa3Worker, WhatTheBuildLacksIsRefusedBeforeFa3IsCalled) {
   ::setenv("EVODISPATCH_FAKE_FA3_FLAGS",
            R"({"FLASHATTENTION_DISABLE_HDIM64": true, "FLASHATTENTION_DISABLE_HDIM96": true,
                "FLASHATTENTION_DISABLE_HDIM192": true, "FLASHATTENTION_DISABLE_HDIM256": true,
-               "FLASHATTENTION_DISABLE_FP8": true})",
+               "FLASHATTENTION_DISABLE_FP8": true, "FLASHATTENTION_DISABLE_FP16": true})",
            1);
   const auto built128 = std::make_unique<RemoteEvaluator>("fa3:cuda:0", fa3_worker_command("fa3:cuda:0", 0, h100(), kFingerprint));
   ::unsetenv("EVODISPATCH_FAKE_FA3_FLAGS");
@@ -291,5 +291,9 @@ TEST_F(Fa3Worker, WhatTheBuildLacksIsRefusedBeforeFa3IsCalled) {
   const Measurement no_fp8 = built128->measure(fp8, Decision{1, true, 0}, TimingOptions{});
   EXPECT_NE(no_fp8.error.find("no e4m3 kernels for an fp8 cache (scripts/fa3-build.sh --fp8)"), std::string::npos)
       << no_fp8.error;
+  Shape fp16 = gqa(2, 1024);
+  fp16.dtype = Dtype::fp16;
+  EXPECT_NE(built128->measure(fp16, Decision{1, true, 0}, TimingOptions{}).error.find("this FA3 build has no fp16 kernels"),
+            std::string::npos);
   EXPECT_EQ(built128->restarts(), 0);
 }
