@@ -47,6 +47,7 @@ mkdir -p "$out"
 fa3=${FA3_DIR:-/tmp/fa3-stock}
 src=${FA3_SRC:-third_party/fa3-src.tar.xz}
 workload=${WORKLOAD:-paper-safety-160}
+oracle_splits=${ORACLE_SPLITS:-1,2,3,4,6,8,12,16,24,32}
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 evo() { "$bin" "$@" --device fa3:cuda:0 --db "$db"; }
@@ -148,9 +149,9 @@ for s in "${steps[@]}"; do
       step "sweep splits on paper-table1's MQA row"
       evo sweep splits --shape batch=1,seqlen_k=512,h_q=64,h_kv=1 --splits 1..16 >"$out/sweep-splits.txt" 2>&1 || status=1
       tail -n 20 "$out/sweep-splits.txt"
-      step "oracle of ${ORACLE_SPLITS:-1,2,3,4,6,8,12,16,24,32} on $workload against fa3-kvcache"
+      step "oracle of $oracle_splits on $workload against fa3-kvcache"
       timeout -s INT "${ORACLE_SECONDS:-300}" "$bin" bench --device fa3:cuda:0 --db "$db" --workload "$workload" \
-        --policy oracle --oracle-splits "${ORACLE_SPLITS:-1,2,3,4,6,8,12,16,24,32}" --oracle-pack on \
+        --policy oracle --oracle-splits "$oracle_splits" --oracle-pack on \
         --baseline fa3-kvcache --json >"$out/oracle.json" 2>"$out/oracle.log"
       echo "exit $? (130: stopped by the time limit, rows so far kept)"
       tail -n 8 "$out/oracle.log"
@@ -160,9 +161,9 @@ for s in "${steps[@]}"; do
       step "build FA3 with its e4m3 kernels into $fa3_fp8"
       build_fa3 "$fa3_fp8" --fp8 || exit 1
       w=${FP8_WORKLOAD:-bench/gpu/fp8-models.json}
-      step "oracle of ${ORACLE_SPLITS:-1,2,3,4,6,8,12,16,24,32} on $w, fp8 and 16-bit, on FA3"
+      step "oracle of $oracle_splits on $w, fp8 and 16-bit, on FA3"
       EVODISPATCH_FA3_PATH=$fa3_fp8/hopper timeout -s INT "${ORACLE_SECONDS:-300}" "$bin" bench --device fa3:cuda:0 \
-        --db "$db" --workload "$w" --policy oracle --oracle-splits "${ORACLE_SPLITS:-1,2,3,4,6,8,12,16,24,32}" \
+        --db "$db" --workload "$w" --policy oracle --oracle-splits "$oracle_splits" \
         --oracle-pack on --json >"$out/fa3-fp8.json" 2>"$out/fa3-fp8.log"
       echo "exit $? (130: stopped by the time limit, rows so far kept)"
       tail -n 3 "$out/fa3-fp8.log"

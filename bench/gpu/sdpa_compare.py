@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import fp8_twins
+from fp8_twins import describe as describe_fp8
 from fp8_twins import shape_key, target_checks, twin_pairs
 from shapes import kv_bytes
 
@@ -171,7 +171,7 @@ def fp8_summary(report):
         print("| shape | 16-bit KV | fp8 KV | fp8 TB/s | fp8 / 16-bit |")
         print("| --- | --- | --- | --- | --- |")
         for e, t, r in pairs:
-            print("| %s | %.2f us | %.2f us | %.2f | %.3f |" % (fp8_twins.describe(e["shape"]), t["ours_us"], e["ours_us"],
+            print("| %s | %.2f us | %.2f us | %.2f | %.3f |" % (describe_fp8(e["shape"]), t["ours_us"], e["ours_us"],
                                                               e["ours_tbps"], r))
     return target_checks(pairs)
 
