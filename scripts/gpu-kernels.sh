@@ -10,6 +10,7 @@
 #   bash scripts/gpu-kernels.sh cudnn      # paper-safety-160 and cliff-8k against cuDNN
 #   bash scripts/gpu-kernels.sh weak       # bench/gpu/{weak-shapes,packed-groups,long-requests,d64-shapes,many-items}.json against cuDNN
 #   bash scripts/gpu-kernels.sh domain     # a fresh models-decode sample ($SAMPLES, seed $SEED) against cuDNN
+#   bash scripts/gpu-kernels.sh fp8-domain # $FP8_SAMPLES models-decode fp8 caches of 256 MB-3 GB (seed $SEED) against 16-bit
 #   bash scripts/gpu-kernels.sh order      # that sample's fa3 times in its order and reversed: does one depend on the last?
 #
 # Every other step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK:
@@ -44,12 +45,12 @@ compare() {  # compare NAME JSON...: cuDNN beside the oracle, with issue 18's su
   sed -n '/^| workload/,$p' "$out/$name.md"
 }
 
-domain_sample() {  # domain_sample FILE: models-decode, $SAMPLES shapes drawn with seed $SEED
-  python3 - "${SAMPLES:-120}" "${SEED:-18}" >"$1" <<'EOF'
+domain_sample() {  # domain_sample FILE [SAMPLES DTYPE]: models-decode, SAMPLES ($SAMPLES) shapes drawn with seed $SEED
+  python3 - "${2:-${SAMPLES:-120}}" "${SEED:-18}" "${3:-bf16}" >"$1" <<'EOF'
 import json, sys
 w = json.load(open("evaluator/workloads/models-decode.json"))
 w["name"] = "models-decode-sample"
-w["domain"]["samples"], w["domain"]["seed"] = int(sys.argv[1]), int(sys.argv[2])
+w["domain"]["samples"], w["domain"]["seed"], w["domain"]["dtype"] = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 json.dump(w, sys.stdout)
 EOF
 }
@@ -112,6 +113,16 @@ for mode in "$@"; do
       oracle "$out/models-decode-sample.json" oracle-domain
       compare report-domain "$out/oracle-domain.json"
       ;;
+    fp8-domain)
+      step "a fresh sample of fp8 model caches against their 16-bit twins"
+      domain_sample "$out/fp8-domain.json" 400 fp8
+      "$bin" decide --policy fa3 --workload "$out/fp8-domain.json" --json >"$out/fp8-domain.jsonl" || status=1
+      python3 bench/gpu/fp8_sample.py "$out/fp8-domain.jsonl" --count "${FP8_SAMPLES:-20}" --seed "${SEED:-18}" \
+        >"$out/fp8-sample.json" || status=1
+      oracle "$out/fp8-sample.json" oracle-fp8-sample
+      compare report-fp8-sample "$out/oracle-fp8-sample.json"
+      sed -n '/^| shape | 16-bit/,/^$/p' "$out/report-fp8-sample.md"
+      ;;
     order)
       step "fa3's decisions on a models-decode sample, in its order and reversed (fresh databases)"
       domain_sample "$out/order-sample.json"
@@ -130,7 +141,7 @@ EOF
       done
       python3 bench/gpu/order_check.py "$out/fa3-forward.json" "$out/fa3-reversed.json" | tee "$out/order.md"
       ;;
-    *) echo "gpu-kernels: unknown step $mode (tests, fp8, tilings, cudnn, weak, domain, order)" >&2; exit 2 ;;
+    *) echo "gpu-kernels: unknown step $mode (tests, fp8, fp8-edge, tilings, cudnn, weak, domain, fp8-domain, order)" >&2; exit 2 ;;
   esac
 done
 

@@ -169,8 +169,8 @@ KernelSpec packed_rows_spec(int head_dim, Dtype dtype, bool fp8_kv, bool paged, 
 
 // 16-row tiles of two warps (64 threads) at D = 64, 64-row K/V tiles: three stages (four
 // CTAs per SM by shared memory), or two stages with six CTAs per SM.
-KernelSpec two_warp_rows_spec(Dtype dtype, int stages) {
-  KernelSpec s = decode_spec(64, dtype, false, false, 16, false);
+KernelSpec two_warp_rows_spec(Dtype dtype, int stages, bool fp8_kv = false) {
+  KernelSpec s = decode_spec(64, dtype, fp8_kv, false, 16, false);
   s.block_n = 64;
   s.warps_n = 2;
   s.stages = stages;
@@ -254,26 +254,36 @@ KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
 //  * up to one item per SM the 128-row tiles (two 64-row stages' bytes in one), four stages:
 //    B=16 Lk=16384 Hq=32 Hkv=8 93.2 us instead of 96.4 in three, B=8 Lk=32768 94.7 instead
 //    of 96.0; five stages slower than three.
-KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms) {
+//  * past two items per SM over splits of one or two blocks, where each CTA's wait for its
+//    few tiles is what counts, the two-warp 16-row tiles: six CTAs per SM in two stages over
+//    one block (B=144 Lk=104 Hq=128 Hkv=8 15.3 us instead of 17.7, B=250 Lk=100 Hq=14 Hkv=2
+//    7.5 instead of 8.3), four in three over two (B=256 Lk=150 Hq=16 Hkv=8 26.0 instead of
+//    29.2, B=162 Lk=245 Hq=32 Hkv=8 23.0 instead of 24.7; B=36 Lk=250, 288 items, 8.74
+//    against 8.60).
+KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
+  if (items > 2 * sms && blocks_per_split <= 2) return two_warp_rows_spec(dtype, blocks_per_split == 1 ? 2 : 3, true);
   KernelSpec s = decode_spec(64, dtype, true, false, 16, false);
   s.block_n = items <= sms ? 128 : 64;
   s.stages = items <= 2 * sms ? 4 : 3;
   return s;
 }
 
-// D = 128 (contiguous, no margin) past three items per SM, splits of more than one block:
-// 16-row tiles of two warps over 32-key K/V tiles (64 threads, at most 168 registers), six
-// CTAs per SM in two stages or four in three. More CTAs per SM hide each one's wait for its
-// first tile, most of a short split, and two stages keep the bytes in flight of six CTAs
-// near the four-warp variant's two (bench/gpu/many-items.json on an H100, against the 64-row
-// four-warp tiles this replaced): B=211 Lk=159 Hq=32 Hkv=2 18.1 us instead of 21.0, B=150
-// Lk=200 Hq=24 Hkv=8 48.5 instead of 51.0, B=64 Lk=8192 Hq=64 Hkv=8 687.6 instead of 698.8;
-// an fp8 cache 13.4 instead of 17.8 and 34.9 instead of 41.3 (B=107 Lk=325 Hq=16 Hkv=8).
-// Splits of one block keep the four-warp tiles (B=200 Lk=100 Hq=64 Hkv=8: 43.8 us against
-// 40.2). Six per SM unless the items leave a last wave emptier than fours would (more
-// padded slots): B=107 Lk=325 Hq=16 Hkv=8, 856 items, runs 792 + 64 in sixes (60.3 us),
-// 528 + 328 in fours (55.7; was 57.6). (An fp8 cache's three-stage CTAs fit five per SM by
-// registers; the rule counts four, which is what its measurements follow.)
+// D = 128 (contiguous, no margin) past three items per SM, splits of more than one block
+// (any split over an fp8 cache): 16-row tiles of two warps over 32-key K/V tiles (64
+// threads, at most 168 registers), six CTAs per SM in two stages or four in three. More CTAs
+// per SM hide each one's wait for its first tile, most of a short split, and two stages keep
+// the bytes in flight of six CTAs near the four-warp variant's two (bench/gpu/many-items.json
+// on an H100, against the 64-row four-warp tiles this replaced): B=211 Lk=159 Hq=32 Hkv=2
+// 18.1 us instead of 21.0, B=150 Lk=200 Hq=24 Hkv=8 48.5 instead of 51.0, B=64 Lk=8192 Hq=64
+// Hkv=8 687.6 instead of 698.8; an fp8 cache 13.4 instead of 17.8 and 34.9 instead of 41.3
+// (B=107 Lk=325 Hq=16 Hkv=8). Splits of one block keep the four-warp tiles in 16-bit (B=200
+// Lk=100 Hq=64 Hkv=8: 43.8 us against 40.2), not over an fp8 cache, whose block is half the
+// bytes: the same shape 33.8 us in fours against 40.0, B=150 Lk=64 Hq=40 Hkv=8 17.4 in sixes
+// against 26.8 (bench/gpu/fp8-short.json). Six per SM unless the items leave a last wave
+// emptier than fours would (more padded slots): B=107 Lk=325 Hq=16 Hkv=8, 856 items, runs
+// 792 + 64 in sixes (60.3 us), 528 + 328 in fours (55.7; was 57.6). (An fp8 cache's
+// three-stage CTAs fit five per SM by registers; the rule counts four, which is what its
+// measurements follow.)
 KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms) {
   KernelSpec s = decode_spec(128, dtype, fp8_kv, false, 16, false);
   s.block_n = 32;
@@ -291,12 +301,17 @@ KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, st
 // An fp8 cache at D = 256 (contiguous, no margin) with more items than SMs: two stages of
 // its 64-row tiles instead of three (two CTAs per SM either way, by registers): B=57 Lk=2106
 // Hq=16 Hkv=8 (456 items) 174.6 us instead of 184.9, B=32 Lk=9723 Hq=1 Hkv=1 over 8
-// splits 62.5 instead of 64.1 (docs/performance.md).
-KernelSpec many_items_fp8_d256_spec(Dtype dtype) {
+// splits 62.5 instead of 64.1 (docs/performance.md). Past two items per SM, where those
+// would need a second wave, 16-row tiles of two warps over 32-key tiles, four CTAs per SM
+// in two stages: B=48 Lk=1687 Hq=16 Hkv=8 (384 items) 124.5 us instead of 129.7, B=40
+// Lk=2000 Hq=8 Hkv=4 over 3 splits 66.4 instead of 71.1 (bench/gpu/fp8-d256.json).
+KernelSpec many_items_fp8_d256_spec(Dtype dtype, std::int64_t items, std::int64_t sms) {
   KernelSpec s = decode_spec(256, dtype, true, false, 16, false);
   s.stages = 2;
+  if (items > 2 * sms) s.block_n = 32, s.warps_n = 2, s.min_ctas_per_sm = 4;
   return s;
 }
+
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
@@ -337,10 +352,11 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // items per SM below apply.
   const bool stacked = shape.page_size == 0 && !margin;
   if (shape.head_dim == 64 && stacked) {
-    if (shape.dtype == Dtype::fp8) return fp8_d64_spec(query_dtype(shape), items, sms);
+    if (shape.dtype == Dtype::fp8) return fp8_d64_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d));
     if (items > sms) return many_items_d64_spec(query_dtype(shape), blocks_per_split(shape, d) > 2 && items >= 2 * sms);
   }
-  if (shape.head_dim == 128 && stacked && items > 3 * sms && blocks_per_split(shape, d) > 1)
+  if (shape.head_dim == 128 && stacked && items > 3 * sms &&
+      (blocks_per_split(shape, d) > 1 || shape.dtype == Dtype::fp8))
     return many_items_d128_spec(query_dtype(shape), shape.dtype == Dtype::fp8, items, sms);
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
@@ -354,7 +370,7 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   const std::int64_t dense_from = shape.dtype == Dtype::fp8 ? 2 * sms : sms;
   const bool dense = stacked && shape.head_dim == 128 && items > dense_from && items <= 3 * sms;
   if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && stacked && items > sms)
-    return many_items_fp8_d256_spec(query_dtype(shape));
+    return many_items_fp8_d256_spec(query_dtype(shape), items, sms);
   return decode_spec(shape, 16, few, dense);
 }
 
@@ -404,11 +420,13 @@ std::vector<KernelSpec> all_kernel_specs() {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
             for (std::int64_t items : {5, 7}) out.push_back(many_items_d128_spec(dt, fp8, items, 1));  // six, four
           }
-          if (d == 256 && !paged && fp8) out.push_back(many_items_fp8_d256_spec(dt));
+          if (d == 256 && !paged && fp8)
+            for (std::int64_t items : {2, 3}) out.push_back(many_items_fp8_d256_spec(dt, items, 1));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
           if (d == 64 && !paged && fp8) {
             // One, two and three items per SM (fp8_d64_spec).
-            for (int items : {1, 2, 3}) out.push_back(fp8_d64_spec(dt, items, 1));
+            for (int items : {1, 2, 3}) out.push_back(fp8_d64_spec(dt, items, 1, 3));
+            for (int blocks : {1, 2}) out.push_back(fp8_d64_spec(dt, 3, 1, blocks));  // short splits
           }
           if (d == 64 && !paged && !fp8)
             for (KernelSpec k : {many_items_d64_spec(dt, false), many_items_d64_spec(dt, true),

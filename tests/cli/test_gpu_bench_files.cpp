@@ -1,6 +1,7 @@
 // bench/gpu without a GPU: every workload there loads, fp8_edge.py's fit (the `fp8-edge`
 // step of scripts/gpu-kernels.sh) recovers the fixed cost and streaming rate that a bench
-// output was made of, and fp8_twins.py pairs each fp8 cache with its 16-bit twin.
+// output was made of, fp8_twins.py pairs each fp8 cache with its 16-bit twin, and
+// fp8_sample.py draws fresh fp8 caches with their twins.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -133,6 +134,58 @@ TEST_F(Fp8TwinsScript, NamesTheFileThatIsNotABenchOutput) {
   const CommandResult r = twins({{"workload", "fp8-models"}}, "not-bench.json");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("not-bench.json: not an `evodispatch bench --json` output"), std::string::npos) << r.err;
+}
+
+class Fp8SampleScript : public Fp8EdgeScript {
+ protected:
+  CommandResult sample(const std::string& jsonl, const std::string& args) {
+    std::ofstream(dir_ / "decisions.jsonl") << jsonl;
+    return run_command("python3 '" + (kBenchGpu / "fp8_sample.py").string() + "' '" +
+                       (dir_ / "decisions.jsonl").string() + "' " + args);
+  }
+};
+
+TEST_F(Fp8SampleScript, DrawsFp8CachesInTheSizeRangeEachFollowedByItsTwin) {
+  // 16-bit caches of 4 x Lk x 128 x 2 x 2 bytes: 2048 keys 4 MB ... 1M keys 2.1 GB.
+  std::string jsonl;
+  for (int lk : {2048, 131072, 262144, 524288, 1048576}) {
+    nlohmann::json d = shape(lk, "fp8");
+    d["num_splits"] = 4;  // a decision's fields besides the shape's are dropped
+    jsonl += d.dump() + "\n";
+  }
+  jsonl += shape(262144, "bf16").dump() + "\n";  // not an fp8 cache: never drawn
+  nlohmann::json q16 = shape(393216, "fp8");
+  q16["q_dtype"] = "fp16";
+  jsonl += q16.dump() + "\n\n";
+  const CommandResult r = sample(jsonl, "--count 3 --seed 7 --min-mb 256 --max-mb 1500");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto w = nlohmann::json::parse(r.out);
+  const auto& shapes = w["shapes"];
+  ASSERT_EQ(shapes.size(), 6u) << r.out;
+  double last_mb = 0;
+  for (std::size_t i = 0; i < shapes.size(); i += 2) {
+    const auto &f = shapes[i], &t = shapes[i + 1];
+    EXPECT_EQ(f["dtype"], "fp8");
+    EXPECT_EQ(f.count("num_splits"), 0u);
+    EXPECT_EQ(t["dtype"], f.value("q_dtype", "bf16")) << t;  // the twin: the query dtype as the cache's
+    EXPECT_EQ(t["seqlen_k"], f["seqlen_k"]);
+    const double mb = 4.0 * f["seqlen_k"].get<int>() * 128 * 2 * 2 / 1e6;
+    EXPECT_GT(mb, 256) << f;  // 2048 keys (4 MB) and 1M keys (2.1 GB) are out of range
+    EXPECT_LE(mb, 1500) << f;
+    EXPECT_GT(mb, last_mb);  // smallest cache first
+    last_mb = mb;
+  }
+  EXPECT_NE(w["description"].get<std::string>().find("seed 7"), std::string::npos);
+  EXPECT_EQ(sample(jsonl, "--count 3 --seed 7 --min-mb 256 --max-mb 1500").out, r.out);  // seeded
+}
+
+TEST_F(Fp8SampleScript, NamesTheLineThatIsNotAShapeAndTheFileWithNoneInRange) {
+  CommandResult r = sample(shape(131072, "fp8").dump() + "\n{\"batch\": 4}\n", "");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("decisions.jsonl:2: not a shape"), std::string::npos) << r.err;
+  r = sample(shape(2048, "fp8").dump() + "\n", "");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("decisions.jsonl: none of its 1 fp8 shapes"), std::string::npos) << r.err;
 }
 
 }  // namespace

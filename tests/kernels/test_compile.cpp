@@ -92,12 +92,12 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 69 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 72 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
-  // (16-bit); D = 256's two-stage fp8 tiling; a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 138u);
+  // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; a combine per D.
+  EXPECT_EQ(all_kernel_specs().size(), 144u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -281,6 +281,20 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(17, 1).stages, 2);
   EXPECT_EQ(at(17, 1).min_ctas_per_sm, 1);
   const KernelSpec d256 = at(17, 1);
+  // Past two items per SM (a second wave of those): two-warp CTAs over 32-key tiles, four
+  // per SM in two stages.
+  EXPECT_EQ(at(33, 1), d256);  // 264 items
+  const KernelSpec d256_four = at(34, 1);  // 272
+  EXPECT_EQ(d256_four.warps(), 2);
+  EXPECT_EQ(d256_four.block_n, 32);
+  EXPECT_EQ(d256_four.stages, 2);
+  EXPECT_EQ(d256_four.min_ctas_per_sm, 4);
+  EXPECT_LE(4 * (d256_four.smem_bytes() + 1024), 228 * 1024);
+  EXPECT_EQ(at(17, 4), d256_four);  // 544 through the splits
+  s.page_size = 16;  // paged: as before
+  EXPECT_EQ(at(34, 1).warps(), 4);
+  s.page_size = 0;
+  EXPECT_EQ(at(34, 1, 4).warps(), 4);  // a margin: as before
   s.head_dim = 128;
   s.dtype = Dtype::bf16;
   // Beyond three per SM: two-warp CTAs over 32-key tiles, six per SM in two stages...
@@ -320,9 +334,14 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(80, 1).min_ctas_per_sm, 6);  // 640
   EXPECT_EQ(at(107, 1).min_ctas_per_sm, 4);  // 856
   const KernelSpec six8 = at(80, 1), four8 = at(60, 1);
+  s.seqlen_k = 128;  // an fp8 block is half a 16-bit one's bytes: one-block splits too
+  EXPECT_EQ(at(60, 1), four8);
+  EXPECT_EQ(at(150, 1), six8);  // 1200 items: both pad to 1584
+  EXPECT_EQ(at(49, 1), dense8);  // 392: up to three per SM, as before
+  s.seqlen_k = 8192;
   s.dtype = Dtype::bf16;
   const auto all = all_kernel_specs();
-  for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, six, four, six8, four8, dense8, d256})
+  for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, six, four, six8, four8, dense8, d256, d256_four})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
   // With an SM margin the grid is one CTA per usable SM (plan.hpp, grid_ctas_per_sm): the
   // CTAs that run at once set the tiles, and the three-CTA variant never runs.
@@ -366,13 +385,22 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(tiling(at(16, 16384, 2, Dtype::fp8)), "n64s4o1");  // 256 items
   EXPECT_EQ(tiling(at(33, 16384, 1, Dtype::fp8)), "n64s4o1");  // 264
   EXPECT_EQ(tiling(at(34, 16384, 1, Dtype::fp8)), "n64s3o1");  // 272
+  // fp8 past two items per SM over one or two blocks: two-warp tiles, six per SM in two
+  // stages over one block, three stages over two.
+  EXPECT_EQ(tiling(at(34, 128, 1, Dtype::fp8)), "n64s2o6");
+  EXPECT_EQ(at(34, 128, 1, Dtype::fp8).warps(), 2);
+  EXPECT_EQ(tiling(at(34, 256, 1, Dtype::fp8)), "n64s3o1");
+  EXPECT_EQ(at(34, 256, 1, Dtype::fp8).warps(), 2);
+  EXPECT_EQ(at(34, 257, 1, Dtype::fp8).warps(), 4);  // three blocks: as before
+  EXPECT_EQ(at(33, 128, 1, Dtype::fp8).warps(), 4);  // 264 items: as before
+  EXPECT_EQ(at(34, 128, 1, Dtype::fp8, 16).warps(), 4);  // paged: as before
   // Paged, or with a margin: as before.
   EXPECT_EQ(tiling(at(17, 16384, 1, Dtype::bf16, 16)), "n128s3o1");
   EXPECT_EQ(tiling(at(17, 16384, 1, Dtype::bf16, 0, 4)), "n128s3o1");
   const auto all = all_kernel_specs();
   for (const KernelSpec& k :
        {at(33, 16384, 1), at(160, 256, 1), at(16, 16384, 2, Dtype::fp8), at(16, 16384, 1, Dtype::fp8),
-        at(34, 16384, 1, Dtype::fp8)})
+        at(34, 16384, 1, Dtype::fp8), at(34, 128, 1, Dtype::fp8), at(34, 256, 1, Dtype::fp8)})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
 }
 

@@ -119,6 +119,10 @@ std::vector<SweepCase> sweep_cases() {
   add("d128many", S().fp16().b(211).heads(32, 2).lk(159), dec(1));       // 422, one block and a bit
   add("d128many", S().fp8().b(107).heads(16, 8).lk(325), dec(1));        // fp8, 856: four
   add("d128many", S().fp8(Dtype::fp16).b(80).heads(40, 8).lk(600), dec(1), {}, true);  // 640: six
+  // fp8 over one block too (an fp8 block is half the bytes): fours, sixes, Lq > 1.
+  add("d128many", S().fp8().b(60).heads(64, 8).lk(100), dec(1));                   // 480: four
+  add("d128many", S().fp8(Dtype::fp16).b(150).heads(40, 8).lk(64), dec(1), {}, true);  // 1200: six
+  add("d128many", S().fp8().b(50).lq(2).heads(32, 8).lk(97), dec(1));             // 400: four
   // Head dim 64 with more items than SMs (many_items_d64_spec): 64-row three-stage tiles,
   // three-CTA ones, fp8 in four stages; mixed lengths, Lq > 1.
   add("d64many", S().b(40).heads(32, 8).d(64).lk(1000), dec(1));         // 320 items: three CTAs
@@ -127,6 +131,13 @@ std::vector<SweepCase> sweep_cases() {
   add("d64many", S().b(13).lq(4).heads(32, 8).d(64).lk(4099), dec(16), mixed);
   add("d64many", S().fp8().b(40).heads(32, 8).d(64).lk(1000), dec(1));
   add("d64many", S().fp8(Dtype::fp16).b(13).heads(32, 8).d(64).lk(4099), dec(3), mixed, true);
+  // fp8 over one or two blocks past two items per SM: two-warp tiles, six or four per SM.
+  add("d64many", S().fp8().b(40).heads(32, 8).d(64).lk(97), dec(1));              // 320, one block
+  add("d64many", S().fp8(Dtype::fp16).b(40).lq(4).heads(32, 8).d(64).lk(200), dec(1), {}, true);  // two
+  add("d64many", S().fp8().b(9).heads(32, 8).d(64).lk(1000), dec(4));             // 288 through the splits
+  // D = 256 fp8 past two items per SM: two-warp tiles, four per SM; mixed lengths.
+  add("d256many", S().fp8().b(13).heads(16, 8).d(256).lk(4099), dec(3), mixed, true);
+  add("d256many", S().fp8().b(40).lq(2).heads(8, 8).d(256).lk(700), dec(1));
   // fp8 KV: every variant family (D 64/128/256, m16/m64, latency, dense, paged), splits,
   // mixed lengths, Lq > 1, both descale layouts and both query dtypes.
   for (int d : {64, 128, 256})
