@@ -256,10 +256,10 @@ KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
 //    of 96.0; five stages slower than three.
 //  * past two items per SM over splits of one or two blocks, where each CTA's wait for its
 //    few tiles is what counts, the two-warp 16-row tiles: six CTAs per SM in two stages over
-//    one block (B=144 Lk=104 Hq=128 Hkv=8 15.3 us instead of 17.7, B=250 Lk=100 Hq=14 Hkv=2
-//    7.5 instead of 8.3), four in three over two (B=256 Lk=150 Hq=16 Hkv=8 26.0 instead of
-//    29.2, B=162 Lk=245 Hq=32 Hkv=8 23.0 instead of 24.7; B=36 Lk=250, 288 items, 8.74
-//    against 8.60).
+//    one block (B=144 Lk=104 Hq=128 Hkv=8 15.1 us instead of 17.4, B=250 Lk=100 Hq=14 Hkv=2
+//    7.5 instead of 8.3), four in three over two (B=256 Lk=150 Hq=16 Hkv=8 25.9 instead of
+//    29.0, B=162 Lk=245 Hq=32 Hkv=8 22.8 instead of 24.4; B=36 Lk=250, 288 items, 8.72
+//    against 8.61; bench/gpu/fp8-short.json).
 KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
   if (items > 2 * sms && blocks_per_split <= 2) return two_warp_rows_spec(dtype, blocks_per_split == 1 ? 2 : 3, true);
   KernelSpec s = decode_spec(64, dtype, true, false, 16, false);
@@ -278,8 +278,8 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int b
 // Hkv=8 687.6 instead of 698.8; an fp8 cache 13.4 instead of 17.8 and 34.9 instead of 41.3
 // (B=107 Lk=325 Hq=16 Hkv=8). Splits of one block keep the four-warp tiles in 16-bit (B=200
 // Lk=100 Hq=64 Hkv=8: 43.8 us against 40.2), not over an fp8 cache, whose block is half the
-// bytes: the same shape 33.8 us in fours against 40.0, B=150 Lk=64 Hq=40 Hkv=8 17.4 in sixes
-// against 26.8 (bench/gpu/fp8-short.json). Six per SM unless the items leave a last wave
+// bytes: the same shape 34.3 us in fours against 39.8, B=150 Lk=64 Hq=40 Hkv=8 17.5 in sixes
+// against 26.9 (bench/gpu/fp8-short.json). Six per SM unless the items leave a last wave
 // emptier than fours would (more padded slots): B=107 Lk=325 Hq=16 Hkv=8, 856 items, runs
 // 792 + 64 in sixes (60.3 us), 528 + 328 in fours (55.7; was 57.6). (An fp8 cache's
 // three-stage CTAs fit five per SM by registers; the rule counts four, which is what its
@@ -303,15 +303,14 @@ KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, st
 // Hq=16 Hkv=8 (456 items) 174.6 us instead of 184.9, B=32 Lk=9723 Hq=1 Hkv=1 over 8
 // splits 62.5 instead of 64.1 (docs/performance.md). Past two items per SM, where those
 // would need a second wave, 16-row tiles of two warps over 32-key tiles, four CTAs per SM
-// in two stages: B=48 Lk=1687 Hq=16 Hkv=8 (384 items) 124.5 us instead of 129.7, B=40
-// Lk=2000 Hq=8 Hkv=4 over 3 splits 66.4 instead of 71.1 (bench/gpu/fp8-d256.json).
+// in two stages: B=48 Lk=1687 Hq=16 Hkv=8 (384 items) 124.8 us instead of 129.5, B=40
+// Lk=2000 Hq=8 Hkv=4 over 3 splits 66.7 instead of 71.1 (bench/gpu/fp8-d256.json).
 KernelSpec many_items_fp8_d256_spec(Dtype dtype, std::int64_t items, std::int64_t sms) {
   KernelSpec s = decode_spec(256, dtype, true, false, 16, false);
   s.stages = 2;
   if (items > 2 * sms) s.block_n = 32, s.warps_n = 2, s.min_ctas_per_sm = 4;
   return s;
 }
-
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
