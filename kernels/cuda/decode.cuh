@@ -59,8 +59,10 @@ struct DecodeTraits {
   // push the 128 accumulator registers into spills, so they are re-read from shared memory.
   static constexpr bool kQInRegs = D <= 128;
   // bf16 queries over an fp8 cache take the fp16 MMA, the queries rescaled per row
-  // (common.cuh, f16_row_exponent); at D = 256, where Q is re-read every tile, they keep bf16.
-  static constexpr bool kQToF16 = KV8 && DT == kDtypeBf16 && kQInRegs;
+  // (common.cuh, f16_row_exponent): in registers up to D = 128, in the shared Q tile at
+  // D = 256, where Q is re-read every tile. (Not the paged 64-row tiles at D = 256: with a
+  // scale per row their registers spill.)
+  static constexpr bool kQToF16 = KV8 && DT == kDtypeBf16 && (kQInRegs || !PAGED || BM == 16);
   static constexpr int kMmaDt = kQToF16 ? kDtypeFp16 : DT;  // the MMA's operands, P's packing
   static constexpr DecodeSmemLayout kSmem = decode_smem_layout(D, BM, BN, WN, STAGES, PAGED, kKvBytes);
   // Splits are cut in blocks of kSplitBlock rows; the pipeline streams tiles of BN rows.
@@ -315,7 +317,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
           ldsm_x4(frag_a(q_base, warp_m * 16, 2 * kk), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
         }
       }
-      if constexpr (Tr::kQToF16) {
+      if constexpr (Tr::kQToF16 && Tr::kQInRegs) {
         // a0 and a2 hold row g's columns, a1 and a3 row g + 8's; the quad holds a row.
         float max_lo = 0.f, max_hi = 0.f;
 #pragma unroll
@@ -334,12 +336,48 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         c_hi = c * pow2(-e_hi);
       }
     };
+    // D = 256: the shared Q tile rewritten in fp16, four threads a row, each row times 2^e.
+    // Its 2^-e goes through row_lse, which is free until the epilogue.
+    auto q_tile_to_f16 = [&]() {
+      constexpr int kParts = 4, kPartChunks = kChunks / kParts;
+      static_assert(Tr::kQInRegs || BM * kParts <= kThreads, "four threads per row of the Q tile");
+      const int r = tid / kParts, c0 = (tid % kParts) * kPartChunks;  // lanes 4r .. 4r + 3
+      const bool mine = r < BM;
+      float mx = 0.f;
+      if (mine) {
+#pragma unroll
+        for (int ch = c0; ch < c0 + kPartChunks; ++ch) {
+          const uint4 w = *reinterpret_cast<const uint4*>(q_smem + swz<kRowBytes>(r, ch));
+          mx = fmaxf(mx, fmaxf(fmaxf(bf16x2_max_abs(w.x), bf16x2_max_abs(w.y)),
+                               fmaxf(bf16x2_max_abs(w.z), bf16x2_max_abs(w.w))));
+        }
+      }
+      const int e = f16_row_exponent(quad_max(mx));
+      if (mine) {
+        const float up = pow2(e);
+#pragma unroll
+        for (int ch = c0; ch < c0 + kPartChunks; ++ch) {
+          uint4* const at = reinterpret_cast<uint4*>(q_smem + swz<kRowBytes>(r, ch));
+          const uint4 w = *at;
+          *at = make_uint4(bf16x2_to_f16x2(w.x, up), bf16x2_to_f16x2(w.y, up), bf16x2_to_f16x2(w.z, up),
+                           bf16x2_to_f16x2(w.w, up));
+        }
+        if (c0 == 0) row_lse[r] = pow2(-e);
+      }
+      __syncthreads();
+      c_lo = c * row_lse[r_lo];
+      c_hi = c * row_lse[r_hi];
+    };
     if constexpr (Tr::kQToF16) {
       // Before the loop, so that the rescaling's registers stay out of it (the three-CTA
       // tiles spilled with it inside). Q came with tile 0's group.
       cp_async_wait<STAGES - 2>();
       __syncthreads();
-      if (warp_active) load_q();
+      if constexpr (Tr::kQInRegs) {
+        if (warp_active) load_q();
+      } else {
+        q_tile_to_f16();
+      }
     }
 
     for (int tile = 0; tile < n_tiles; ++tile) {
