@@ -28,9 +28,9 @@
 // k16 step that the query's fragments follow; for V (transposed) two columns of two keys,
 // so the output tiles hold even and odd columns, put back in order by the epilogue. The
 // descales never touch an element: k_descale multiplies the softmax scale, v_descale the
-// output's 1 / l. bf16 queries run the fp16 MMA over an fp8 cache up to D = 128 (the
-// queries rescaled per row into fp16, common.cuh), so e4m3 widens in one conversion per
-// pair instead of four. (Measured slower on an H100: widening each landed tile into a 16-bit
+// output's 1 / l. bf16 queries run the fp16 MMA over an fp8 cache (the queries rescaled
+// per row into fp16, common.cuh), so e4m3 widens in one conversion per pair instead of
+// four. (Measured slower on an H100: widening each landed tile into a 16-bit
 // tile in shared memory, 0.62-0.84x of bf16's time on 0.5-1 GB caches instead of
 // 0.51-0.58x; docs/performance.md.)
 #include "common.cuh"
