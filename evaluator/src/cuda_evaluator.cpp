@@ -55,6 +55,7 @@ std::string case_key(const MeasureCase& c) {
   std::string id = to_json(c.shape).dump();
   for (int l : c.seqlens) id += "," + std::to_string(l);
   if (c.per_tensor_descale) id += ",per-tensor";
+  if (c.spread_query_rows) id += ",spread-q";
   return id;
 }
 

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <evodispatch/kernels/dtype.hpp>
 #include <evodispatch/kernels/kernel_spec.hpp>
 #include <evodispatch/kernels/plan.hpp>
 
@@ -86,6 +87,25 @@ std::vector<int> shuffled_page_table(int batch, int max_pages, std::uint64_t see
   return t;
 }
 
+void DecodeBuffers::spread_query_rows(const Stream& stream) {
+  if (query_dtype(shape_) != Dtype::bf16)
+    throw InputError("spread_query_rows: bf16 queries only (fp16 ends at 65504), got " +
+                     std::string(to_string(query_dtype(shape_))));
+  std::vector<std::uint16_t> q(static_cast<std::size_t>(layout_.q_elems));
+  const std::size_t bytes = q.size() * sizeof(std::uint16_t);
+  for (int set = 0; set < sets_; ++set) {
+    check(cudaMemcpyAsync(q.data(), this->q(set), bytes, cudaMemcpyDeviceToHost, stream.get()), "copy q out");
+    check(cudaStreamSynchronize(stream.get()), "copy q out");
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      const auto row = static_cast<int>(i / static_cast<std::size_t>(shape_.head_dim));
+      const int e = row * 7 % 25 - 20;  // neighbouring rows (a head group's) far apart
+      q[i] = float_to_bf16_bits(std::ldexp(bf16_bits_to_float(q[i]), e));  // exact: bf16 spans 2^-133 .. 2^127
+    }
+    check(cudaMemcpyAsync(this->q(set), q.data(), bytes, cudaMemcpyHostToDevice, stream.get()), "copy q in");
+    check(cudaStreamSynchronize(stream.get()), "copy q in");
+  }
+}
+
 std::vector<float> case_descales(const MeasureCase& c, std::uint64_t seed) {
   const std::size_t n = c.per_tensor_descale ? 1 : static_cast<std::size_t>(c.shape.batch) * c.shape.h_kv;
   std::vector<float> d(2 * n);
@@ -105,6 +125,7 @@ DecodeBuffers::DecodeBuffers(const MeasureCase& c, int max_splits, int sets, Sup
   const auto bytes = static_cast<std::size_t>(layout_.set_bytes) * sets_;
   sets_base_ = arena.take(bytes, arena_at_least);
   support.fill_normal(sets_base_, static_cast<std::int64_t>(bytes / 2), seed, query_dtype(shape_), stream.get());
+  if (c.spread_query_rows) spread_query_rows(stream);
   if (shape_.dtype == Dtype::fp8) {
     // The 16-bit draws above would hold e4m3 NaN bytes: K and V are drawn again as fp8.
     for (int set = 0; set < sets_; ++set) {

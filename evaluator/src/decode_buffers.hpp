@@ -70,6 +70,8 @@ class DecodeBuffers {
 
  private:
   char* base(int set) const { return sets_base_ + static_cast<std::int64_t>(set) * layout_.set_bytes; }
+  // MeasureCase::spread_query_rows: every set's query rows times 2^-20 .. 2^4.
+  void spread_query_rows(const Stream&);
 
   Shape shape_;
   CaseLayout layout_;

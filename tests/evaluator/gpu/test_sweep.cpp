@@ -25,18 +25,19 @@ Decision dec(int splits, std::optional<bool> pack = std::nullopt, int margin = 0
 std::vector<SweepCase> sweep_cases() {
   std::vector<SweepCase> v;
   auto add = [&](const std::string& cls, const Shape& s, const Decision& d, std::vector<int> lens = {},
-                 bool per_tensor = false) {
+                 bool per_tensor = false, bool spread = false) {
     std::ostringstream n;
     n << cls << "_b" << s.batch << "_lq" << s.seqlen_q << "_lk" << s.seqlen_k << "_h" << s.h_q << "x" << s.h_kv << "_d"
       << s.head_dim << "_" << to_string(s.dtype) << "_p" << s.page_size << "_s" << d.num_splits << "_pk"
       << (d.pack_gqa ? (*d.pack_gqa ? "1" : "0") : "a") << "_m" << d.sm_margin << (s.causal ? "" : "_nc")
-      << (s.dtype == Dtype::fp8 ? "_q" + std::string(to_string(s.q_dtype)) : "") << (per_tensor ? "_pt" : "");
+      << (s.dtype == Dtype::fp8 ? "_q" + std::string(to_string(s.q_dtype)) : "") << (per_tensor ? "_pt" : "")
+      << (spread ? "_spreadq" : "");
     // A case listed under two classes is checked once per process: keep the first.
     for (const auto& o : v)
       if (o.c.shape == s && o.c.seqlens == lens && o.c.per_tensor_descale == per_tensor &&
-          resolve(o.d, s) == resolve(d, s))
+          o.c.spread_query_rows == spread && resolve(o.d, s) == resolve(d, s))
         return;
-    v.push_back({n.str(), MeasureCase{s, std::move(lens), per_tensor}, d});
+    v.push_back({n.str(), MeasureCase{s, std::move(lens), per_tensor, spread}, d});
   };
   for (int b : {3, 13})
     for (int sp : {1, 4}) add("batch", S().b(b).lk(1000), dec(sp));
@@ -153,6 +154,16 @@ std::vector<SweepCase> sweep_cases() {
   add("fp8", S().fp8().b(13).lk(4099).page(16), dec(7), mixed, true);
   add("fp8", S().fp8().lq(4).heads(16, 2).lk(500), dec(3));
   add("fp8", S().fp8().b(13).lk(1000), dec(8, std::nullopt, 100));
+  // bf16 queries of every magnitude over an fp8 cache (each row into fp16 by its own 2^e):
+  // registers at D = 64 and 128, the shared Q tile at D = 256 (four- and two-warp, 64-row,
+  // paged), and the 16-bit kernels beside them.
+  for (int d : {64, 128, 256}) add("spreadq", S().fp8().heads(16, 2).d(d).lk(1000), dec(2), {}, false, true);
+  add("spreadq", S().fp8().b(34).heads(16, 8).d(256).lk(1000), dec(1), {}, false, true);  // two-warp, 4 per SM
+  for (int page : {0, 16})  // 64-row tiles (160 items of 16 rows), paged in bf16
+    add("spreadq", S().fp8().b(40).heads(64, 1).d(256).lk(300).page(page), dec(1), {}, false, true);
+  add("spreadq", S().fp8().b(5).heads(8, 2).d(256).lk(1000).page(16), dec(3), {}, true, true);
+  add("spreadq", S().fp8().b(2).lq(4).heads(8, 2).d(256).lk(500), dec(1), {}, false, true);
+  add("spreadq", S().heads(16, 2).d(256).lk(1000), dec(2), {}, false, true);
   return v;
 }
 

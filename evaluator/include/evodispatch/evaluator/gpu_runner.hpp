@@ -43,6 +43,12 @@ struct MeasureCase {
   // fp8 KV cache: one k and one v descale for the whole tensor (vLLM's per-tensor scale)
   // instead of one per (request, KV head) (FA3's [B, Hkv]). The kernels run the same.
   bool per_tensor_descale = false;
+  // bf16 queries: each row (request, token, head) times its own power of two, 2^-20 to 2^4,
+  // as real heads' norms differ; the fp8 kernels rescale every row into fp16 by its own
+  // exponent (common.cuh, f16_row_exponent), which N(0, 1) rows, nearly all of one
+  // exponent, hardly tell apart. (Not higher: at 2^24 the scores reach 1e7, where fp32's
+  // rounding alone moves a softmax by a percent, kernel or reference.)
+  bool spread_query_rows = false;
 };
 
 // Relative error bound of the numeric check, by the output's dtype (query_dtype): 1e-2 for
