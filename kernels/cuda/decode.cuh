@@ -38,6 +38,10 @@
 namespace evodispatch {
 namespace dev {
 
+// How far (log2 units) a row's scores may pass its running max before an fp8 kernel
+// rescales O (the online softmax below).
+constexpr float kLazyRescaleLog2 = 8.f;
+
 // Packing the GQA group is not a template argument: the head groups come from DecodeParams
 // (heads_per_group, groups_per_kv_head), so one specialisation serves both layouts.
 template <int D_, int DT_, bool KV8_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_>
@@ -64,6 +68,10 @@ struct DecodeTraits {
   // scale per row their registers spill.)
   static constexpr bool kQToF16 = KV8 && DT == kDtypeBf16 && (kQInRegs || !PAGED || BM == 16);
   static constexpr int kMmaDt = kQToF16 ? kDtypeFp16 : DT;  // the MMA's operands, P's packing
+  // Rescale O only when a row's max grows by 2^kLazyRescaleLog2: 1-4% faster at D = 256
+  // over an fp8 cache, nothing at D <= 128, and up to 3% slower on a 16-bit one (measured
+  // on an H100, docs/performance.md).
+  static constexpr bool kLazyRescale = KV8;
   static constexpr DecodeSmemLayout kSmem = decode_smem_layout(D, BM, BN, WN, STAGES, PAGED, kKvBytes);
   // Splits are cut in blocks of kSplitBlock rows; the pipeline streams tiles of BN rows.
   static constexpr int kSplitBlock = decode_split_block(D);
@@ -467,8 +475,12 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
             }
         }
 
-        // Online softmax in log2 units. A row with nothing visible yet keeps max -inf;
-        // its exp2 base is then 0 so that exp2(-inf - base) = 0 instead of NaN.
+        // Online softmax in log2 units. Lazily (kLazyRescale) the running max, and with it
+        // l and O, moves only when some row of the warp passes it by more than
+        // kLazyRescaleLog2, so that most tiles skip O's D / 2 multiplies per lane; until then
+        // P is taken against the stale max and stays under 2^kLazyRescaleLog2, which fp16
+        // and bf16 hold. A row with nothing visible yet keeps max -inf and base 0, so that
+        // exp2(-inf - base) = 0 instead of NaN.
         float mx_lo = m_lo, mx_hi = m_hi;
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
@@ -477,12 +489,20 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         }
         mx_lo = quad_max(mx_lo);
         mx_hi = quad_max(mx_hi);
-        const float base_lo = mx_lo == neg_inf() ? 0.f : mx_lo * c_lo;
-        const float base_hi = mx_hi == neg_inf() ? 0.f : mx_hi * c_hi;
-        const float alpha_lo = fast_exp2(m_lo * c_lo - base_lo);
-        const float alpha_hi = fast_exp2(m_hi * c_hi - base_hi);
-        m_lo = mx_lo;
-        m_hi = mx_hi;
+        const bool grows = mx_lo * c_lo - kLazyRescaleLog2 > m_lo * c_lo || mx_hi * c_hi - kLazyRescaleLog2 > m_hi * c_hi;
+        auto exp2_base = [](float m, float c_row) { return m == neg_inf() ? 0.f : m * c_row; };
+        if (!Tr::kLazyRescale || __any_sync(0xffffffffu, grows)) {
+          const float alpha_lo = fast_exp2(m_lo * c_lo - exp2_base(mx_lo, c_lo));
+          const float alpha_hi = fast_exp2(m_hi * c_hi - exp2_base(mx_hi, c_hi));
+          m_lo = mx_lo, m_hi = mx_hi;
+          l_lo *= alpha_lo, l_hi *= alpha_hi;
+#pragma unroll
+          for (int d = 0; d < DTL; ++d) {
+            o[d][0] *= alpha_lo, o[d][1] *= alpha_lo;
+            o[d][2] *= alpha_hi, o[d][3] *= alpha_hi;
+          }
+        }
+        const float base_lo = exp2_base(m_lo, c_lo), base_hi = exp2_base(m_hi, c_hi);
         float sum_lo = 0.f, sum_hi = 0.f;
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
@@ -493,13 +513,8 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
           sum_lo += s[n][0] + s[n][1];
           sum_hi += s[n][2] + s[n][3];
         }
-        l_lo = l_lo * alpha_lo + sum_lo;
-        l_hi = l_hi * alpha_hi + sum_hi;
-#pragma unroll
-        for (int d = 0; d < DTL; ++d) {
-          o[d][0] *= alpha_lo, o[d][1] *= alpha_lo;
-          o[d][2] *= alpha_hi, o[d][3] *= alpha_hi;
-        }
+        l_lo += sum_lo;
+        l_hi += sum_hi;
 
         // O += P V: two adjacent n8 score tiles form one k16 A fragment of P.
 #pragma unroll
