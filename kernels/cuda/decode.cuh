@@ -82,7 +82,7 @@ struct DecodeTraits {
   static_assert(kChunks % 8 == 0, "the swizzle permutes 8 chunks of a row");
   static_assert(STAGES >= 2, "at least double buffering");
   static_assert(kSplitBlock % BN == 0, "a split is whole tiles");
-  static_assert(kThreads >= 64 && kThreads <= 512, "2..16 warps");
+  static_assert(kThreads >= 32 && kThreads <= 512, "1..16 warps");
   static_assert(kThreads % kKvChunks == 0 && BN % (kThreads / kKvChunks) == 0,
                 "every thread loads the same chunk of the same number of rows");
   static_assert(!KV8 || kKvChunks >= 4, "an fp8 row is at least 4 chunks (the swizzle below)");

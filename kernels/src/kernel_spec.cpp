@@ -126,7 +126,7 @@ std::string spec_error(const KernelSpec& s) {
     return "block_n must divide the split granularity " + std::to_string(builtin_block_n(s.head_dim));
   if (s.block_n % (16 * s.warps_n) != 0) return "block_n must be a multiple of 16 * warps_n";
   if (s.stages < 2 || s.stages > 8) return "stages must be 2..8";
-  if (s.min_ctas_per_sm < 1 || s.min_ctas_per_sm > 8) return "min_ctas_per_sm must be 1..8";
+  if (s.min_ctas_per_sm < 1 || s.min_ctas_per_sm > 16) return "min_ctas_per_sm must be 1..16";
   if (s.min_ctas_per_sm * (s.smem_bytes() + 1024) > 228 * 1024)
     return std::to_string(s.min_ctas_per_sm) + " CTAs of " + std::to_string(s.smem_bytes()) +
            " bytes of shared memory do not fit one SM's 228 KiB";
@@ -241,6 +241,28 @@ KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
   return s;
 }
 
+// One-warp CTAs over 32-key tiles of an fp8 cache, `ctas` per SM (shared memory sets how
+// many: at D = 128 ten in two stages or seven in three, at D = 64 sixteen or twelve). Each
+// warp streams its own item, so no warp waits on another's tiles or merges key slices with
+// it, and an SM holds that many independent streams where the two-warp tiles hold four to
+// six. They pay from six items per SM while every round of them holds at least five per SM;
+// fewer, and each SM's few warps run at one warp's pace (measured: fp8_d64_spec,
+// many_items_d128_spec).
+KernelSpec one_warp_fp8_spec(int head_dim, Dtype dtype, int stages, int ctas) {
+  KernelSpec s = decode_spec(head_dim, dtype, true, false, 16, false);
+  s.block_n = 32;
+  s.warps_n = 1;
+  s.stages = stages;
+  s.min_ctas_per_sm = ctas;
+  return s;
+}
+
+// Whether `items` over rounds of `ctas` per SM leave a last round of at least five per SM.
+bool rounds_fill(std::int64_t items, std::int64_t sms, int ctas) {
+  const std::int64_t last = items % (ctas * sms);
+  return last == 0 || last >= 5 * sms;
+}
+
 // An fp8 cache at D = 64, contiguous, no margin: up to 4 CTAs share an SM whatever the
 // stages (registers), so the stages set the bytes in flight, and the rule of spec_for below
 // holds with fp8's smaller tiles. bench/gpu/fp8-d64.json under every split count (1-64) on
@@ -260,11 +282,33 @@ KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
 //    7.5 instead of 8.3), four in three over two (B=256 Lk=150 Hq=16 Hkv=8 25.9 instead of
 //    29.0, B=162 Lk=245 Hq=32 Hkv=8 22.8 instead of 24.4; B=36 Lk=250, 288 items, 8.72
 //    against 8.61; bench/gpu/fp8-short.json).
+//  * from six items per SM, one-warp CTAs (one_warp_fp8_spec): twelve per SM in three stages
+//    up to seven items per SM, sixteen in two beyond while every round of them holds five
+//    per SM (37 fp8 shapes of 200 to 2048 items under each tiling, best of splits 1-4, against
+//    the tiles above): B=200 Lk=200 Hq=32 Hkv=8 (1600 items) 20.9 us instead of 26.6, B=256
+//    Lk=150 Hq=16 Hkv=8 19.5 instead of 25.7, B=135 Lk=515 Hq=40 Hkv=8 32.4 instead of
+//    37.7, B=210 Lk=1560 Hq=128 Hkv=8 123.6 instead of 135.1, B=223 Lk=263 Hq=32 Hkv=4 (892)
+//    17.2 instead of 20.5 in twelves (17.8 in sixteens), B=128 Lk=4096 Hq=32 Hkv=8 189.9
+//    instead of 193.2; under six per SM they lose: B=64 Lk=200 Hq=128 Hkv=8 (512) 12.7 us in
+//    sixteens against 10.8, B=250 Lk=100 Hq=14 Hkv=2 (500) 8.7 against 7.5.
 KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
+  if (items >= 6 * sms && items < 7 * sms) return one_warp_fp8_spec(64, dtype, 3, 12);
+  if (items >= 7 * sms && rounds_fill(items, sms, 16)) return one_warp_fp8_spec(64, dtype, 2, 16);
   if (items > 2 * sms && blocks_per_split <= 2) return two_warp_rows_spec(dtype, blocks_per_split == 1 ? 2 : 3, true);
   KernelSpec s = decode_spec(64, dtype, true, false, 16, false);
   s.block_n = items <= sms ? 128 : 64;
   s.stages = items <= 2 * sms ? 4 : 3;
+  return s;
+}
+
+// 16-row tiles of two warps over 32-key K/V tiles at D = 128: six per SM in two stages, or
+// four in three (many_items_d128_spec).
+KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six) {
+  KernelSpec s = decode_spec(128, dtype, fp8_kv, false, 16, false);
+  s.block_n = 32;
+  s.warps_n = 2;
+  s.stages = six ? 2 : 3;
+  s.min_ctas_per_sm = six ? 6 : 4;
   return s;
 }
 
@@ -284,18 +328,32 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int b
 // 792 + 64 in sixes (60.3 us), 528 + 328 in fours (55.7; was 57.6). (An fp8 cache's
 // three-stage CTAs fit five per SM by registers; the rule counts four, which is what its
 // measurements follow.)
+// An fp8 cache from six items per SM takes one-warp CTAs instead (one_warp_fp8_spec): ten
+// per SM in two stages while every round of them holds five per SM, else seven in three
+// while theirs do. Against the sixes or fours, one H100, best of splits 1-4 per shape:
+//  * one round, 6.5-9.7 per SM: B=107 Lk=325 Hq=16 Hkv=8 (856 items) 32.4 us instead of
+//    34.6, B=128 Lk=128 Hq=32 Hkv=8 18.3 instead of 19.9, B=150 Lk=200 Hq=24 Hkv=8 30.1
+//    instead of 32.8, B=158 Lk=468 Hq=16 Hkv=8 59.2 instead of 60.6, B=226 Lk=865 Hq=8
+//    Hkv=4 76.1 instead of 76.9;
+//  * a second round of five or more per SM: B=202 Lk=694 Hq=64 Hkv=8 (1616 items, 924 +
+//    692 in sevens) 111.0 instead of 118.8, B=200 Lk=1000 Hq=64 Hkv=8 153.3 instead of
+//    164.6, B=200 Lk=100 Hq=64 Hkv=8 29.2 instead of 33.8, B=250 Lk=500 Hq=32 Hkv=8 in
+//    tens 97.8 instead of 99.0;
+//  * not where the last round is thin: B=169 Lk=524 Hq=64 Hkv=8 (1352 items: 1320 + 32 in
+//    tens) 91.4 against 72.7 in sixes, 78.1 in sevens (924 + 428); nor at 3.2-4.8 per SM
+//    (B=80 Lk=600 Hq=40 Hkv=8 43.9 against 41.9, B=120 Lk=1000 Hq=28 Hkv=4 53.1 against 47.9).
+// A 16-bit cache keeps the two-warp tiles: on the same 22 shapes one-warp CTAs (six or
+// four per SM, its tiles being twice the bytes) were slower on 20, by up to 14%.
 KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms) {
-  KernelSpec s = decode_spec(128, dtype, fp8_kv, false, 16, false);
-  s.block_n = 32;
-  s.warps_n = 2;
+  if (fp8_kv && items >= 6 * sms) {
+    if (rounds_fill(items, sms, 10)) return one_warp_fp8_spec(128, dtype, 2, 10);
+    if (items > 10 * sms && rounds_fill(items, sms, 7)) return one_warp_fp8_spec(128, dtype, 3, 7);
+  }
   auto padded = [items](std::int64_t slots) { return (items + slots - 1) / slots * slots; };
   // Where the items fit one wave of fours, an fp8 cache keeps the third stage (its tiles
   // carry half the bytes): B=60 Lk=2000 Hq=32 Hkv=8 89.0 us in fours, 94.1 in sixes.
   const std::int64_t one_wave = fp8_kv ? 4 * sms : 6 * sms;
-  const bool six = items <= one_wave ? !fp8_kv : padded(6 * sms) <= padded(4 * sms);
-  s.stages = six ? 2 : 3;
-  s.min_ctas_per_sm = six ? 6 : 4;
-  return s;
+  return two_warp_d128_spec(dtype, fp8_kv, items <= one_wave ? !fp8_kv : padded(6 * sms) <= padded(4 * sms));
 }
 
 // An fp8 cache at D = 256 (contiguous, no margin) with more items than SMs: two stages of
@@ -417,7 +475,9 @@ std::vector<KernelSpec> all_kernel_specs() {
           }
           if (d == 128 && !paged) {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
-            for (std::int64_t items : {5, 7}) out.push_back(many_items_d128_spec(dt, fp8, items, 1));  // six, four
+            for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, fp8, six));
+            if (fp8)
+              for (auto [stages, ctas] : {std::pair{2, 10}, {3, 7}}) out.push_back(one_warp_fp8_spec(d, dt, stages, ctas));
           }
           if (d == 256 && !paged && fp8)
             for (std::int64_t items : {2, 3}) out.push_back(many_items_fp8_d256_spec(dt, items, 1));
@@ -426,6 +486,7 @@ std::vector<KernelSpec> all_kernel_specs() {
             // One, two and three items per SM (fp8_d64_spec).
             for (int items : {1, 2, 3}) out.push_back(fp8_d64_spec(dt, items, 1, 3));
             for (int blocks : {1, 2}) out.push_back(fp8_d64_spec(dt, 3, 1, blocks));  // short splits
+            for (auto [stages, ctas] : {std::pair{3, 12}, {2, 16}}) out.push_back(one_warp_fp8_spec(d, dt, stages, ctas));
           }
           if (d == 64 && !paged && !fp8)
             for (KernelSpec k : {many_items_d64_spec(dt, false), many_items_d64_spec(dt, true),

@@ -92,12 +92,13 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 72 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 76 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
-  // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 144u);
+  // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; fp8's one-warp
+  // tilings at D = 64 and 128 (two each); a combine per D.
+  EXPECT_EQ(all_kernel_specs().size(), 152u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -191,9 +192,9 @@ TEST(KernelSpecs, Fp8VariantsStageHalfTheBytes) {
     EXPECT_EQ(k.smem_bytes(), l8.total) << k.name();
     EXPECT_LT(k.smem_bytes(), l16.total) << k.name();
     EXPECT_NE(k.name(), wide.name());
-    // Every fp8 tiling but D = 64's four-stage ones and D = 256's two-stage one is also a
-    // 16-bit one.
-    if ((k.head_dim == 64 && k.stages == 4) || (k.head_dim == 256 && k.stages == 2)) continue;
+    // Every fp8 tiling but D = 64's four-stage ones, D = 256's two-stage one and the one-warp
+    // ones is also a 16-bit one.
+    if ((k.head_dim == 64 && k.stages == 4) || (k.head_dim == 256 && k.stages == 2) || k.warps() == 1) continue;
     EXPECT_NE(std::find(all.begin(), all.end(), wide), all.end()) << k.name() << " has no 16-bit twin";
   }
   Shape s;
@@ -332,16 +333,45 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(60, 1).block_n, 32);  // 480 items
   EXPECT_EQ(at(60, 1).stages, 3);
   EXPECT_EQ(at(80, 1).min_ctas_per_sm, 6);  // 640
-  EXPECT_EQ(at(107, 1).min_ctas_per_sm, 4);  // 856
+  EXPECT_EQ(at(98, 1).min_ctas_per_sm, 6);  // 784: under six per SM
   const KernelSpec six8 = at(80, 1), four8 = at(60, 1);
+  // From six items per SM, one-warp CTAs, ten per SM in two stages, while every round of
+  // them holds at least five per SM...
+  const KernelSpec ten8 = at(99, 1);  // 792 items
+  EXPECT_EQ(ten8.warps(), 1);
+  EXPECT_EQ(ten8.block_n, 32);
+  EXPECT_EQ(ten8.stages, 2);
+  EXPECT_EQ(ten8.min_ctas_per_sm, 10);
+  EXPECT_LE(10 * (ten8.smem_bytes() + 1024), 228 * 1024);
+  EXPECT_EQ(at(165, 1), ten8);  // 1320: one round of ten per SM
+  EXPECT_EQ(at(250, 1), ten8);  // 2000: 1320 + 680
+  // ...or seven in three stages where the tens' last round is thin and the sevens' is not.
+  const KernelSpec seven8 = at(200, 1);  // 1600: 1320 + 280 in tens, 924 + 676 in sevens
+  EXPECT_EQ(seven8.warps(), 1);
+  EXPECT_EQ(seven8.stages, 3);
+  EXPECT_EQ(seven8.min_ctas_per_sm, 7);
+  EXPECT_LE(7 * (seven8.smem_bytes() + 1024), 228 * 1024);
+  EXPECT_EQ(at(25, 8), seven8);  // the same 1600 through the splits
+  // Neither: the two-warp tiles as before (1352: 1320 + 32 in tens, 924 + 428 in sevens).
+  EXPECT_EQ(at(169, 1).warps(), 2);
+  EXPECT_EQ(at(169, 1).min_ctas_per_sm, 6);
+  s.page_size = 16;  // paged: as before
+  EXPECT_EQ(at(99, 1).warps(), 4);
+  s.page_size = 0;
+  EXPECT_EQ(at(99, 1, 4).warps(), 4);  // a margin: as before
+  s.dtype = Dtype::bf16;  // 16-bit: the two-warp tiles
+  EXPECT_EQ(at(99, 1).warps(), 2);
+  EXPECT_EQ(at(200, 1).warps(), 2);
+  s.dtype = Dtype::fp8;
   s.seqlen_k = 128;  // an fp8 block is half a 16-bit one's bytes: one-block splits too
   EXPECT_EQ(at(60, 1), four8);
-  EXPECT_EQ(at(150, 1), six8);  // 1200 items: both pad to 1584
+  EXPECT_EQ(at(80, 1), six8);
+  EXPECT_EQ(at(150, 1), ten8);  // 1200 items
   EXPECT_EQ(at(49, 1), dense8);  // 392: up to three per SM, as before
   s.seqlen_k = 8192;
   s.dtype = Dtype::bf16;
   const auto all = all_kernel_specs();
-  for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, six, four, six8, four8, dense8, d256, d256_four})
+  for (const KernelSpec& k : {at(8, 1), at(9, 1), dense, six, four, six8, four8, ten8, seven8, dense8, d256, d256_four})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
   // With an SM margin the grid is one CTA per usable SM (plan.hpp, grid_ctas_per_sm): the
   // CTAs that run at once set the tiles, and the three-CTA variant never runs.
@@ -394,6 +424,20 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(at(34, 257, 1, Dtype::fp8).warps(), 4);  // three blocks: as before
   EXPECT_EQ(at(33, 128, 1, Dtype::fp8).warps(), 4);  // 264 items: as before
   EXPECT_EQ(at(34, 128, 1, Dtype::fp8, 16).warps(), 4);  // paged: as before
+  // fp8 from six items per SM: one-warp CTAs over 32-key tiles, twelve per SM in three
+  // stages up to seven per SM, sixteen in two beyond while each round holds five per SM.
+  EXPECT_EQ(tiling(at(98, 1000, 1, Dtype::fp8)), "n64s3o1");  // 784 items: under six per SM
+  EXPECT_EQ(tiling(at(99, 1000, 1, Dtype::fp8)), "n32s3o12");  // 792
+  EXPECT_EQ(at(99, 1000, 1, Dtype::fp8).warps(), 1);
+  EXPECT_EQ(tiling(at(115, 100, 1, Dtype::fp8)), "n32s3o12");  // 920, one block
+  EXPECT_EQ(tiling(at(116, 1000, 1, Dtype::fp8)), "n32s2o16");  // 928
+  EXPECT_EQ(tiling(at(264, 1000, 1, Dtype::fp8)), "n32s2o16");  // 2112: one round of sixteen
+  EXPECT_EQ(tiling(at(29, 1000, 16, Dtype::fp8)), "n32s2o16");  // 3712: 2112 + 1600
+  EXPECT_EQ(at(270, 1000, 1, Dtype::fp8).warps(), 4);  // 2160: 2112 + 48, as before
+  EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 16).warps(), 4);  // paged: as before
+  EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 0, 4).warps(), 4);  // a margin: as before
+  EXPECT_LE(16 * (at(116, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
+  EXPECT_LE(12 * (at(99, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
   // Paged, or with a margin: as before.
   EXPECT_EQ(tiling(at(17, 16384, 1, Dtype::bf16, 16)), "n128s3o1");
   EXPECT_EQ(tiling(at(17, 16384, 1, Dtype::bf16, 0, 4)), "n128s3o1");

@@ -5,6 +5,7 @@
 // 256; an fp8 KV cache with per-head and per-tensor descales under bf16 and fp16 queries.
 // Check only (no timing), so the sweep stays well under a minute once the kernels are
 // compiled.
+#include <iostream>
 #include <sstream>
 
 #include "gpu_support.hpp"
@@ -118,11 +119,19 @@ std::vector<SweepCase> sweep_cases() {
   }
   add("d128many", S().b(52).lq(4).heads(32, 8).lk(500), dec(2));         // 832 through the splits: four
   add("d128many", S().fp16().b(211).heads(32, 2).lk(159), dec(1));       // 422, one block and a bit
-  add("d128many", S().fp8().b(107).heads(16, 8).lk(325), dec(1));        // fp8, 856: four
-  add("d128many", S().fp8(Dtype::fp16).b(80).heads(40, 8).lk(600), dec(1), {}, true);  // 640: six
-  // fp8 over one block too (an fp8 block is half the bytes): fours, sixes, Lq > 1.
+  add("d128many", S().fp8(Dtype::fp16).b(80).heads(40, 8).lk(600), dec(1), {}, true);  // fp8, 640: six
+  // fp8 from six items per SM: one-warp CTAs, ten per SM in two stages or seven in three
+  // (on 132 SMs); mixed lengths, Lq > 1.
+  add("d128many", S().fp8().b(107).heads(16, 8).lk(325), dec(1));        // 856: ten
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 200; ++i) lens.push_back(1 + (i * 389) % 700);
+    add("d128many", S().fp8().b(200).heads(64, 8).lk(700), dec(1), lens);  // 1600: seven
+  }
+  add("d128many", S().fp8(Dtype::fp16).b(100).lq(2).heads(32, 8).lk(500), dec(1), {}, true);  // 800: ten
+  // fp8 over one block too (an fp8 block is half the bytes): fours, tens, Lq > 1.
   add("d128many", S().fp8().b(60).heads(64, 8).lk(100), dec(1));                   // 480: four
-  add("d128many", S().fp8(Dtype::fp16).b(150).heads(40, 8).lk(64), dec(1), {}, true);  // 1200: six
+  add("d128many", S().fp8(Dtype::fp16).b(150).heads(40, 8).lk(64), dec(1), {}, true);  // 1200: ten
   add("d128many", S().fp8().b(50).lq(2).heads(32, 8).lk(97), dec(1));             // 400: four
   // Head dim 64 with more items than SMs (many_items_d64_spec): 64-row three-stage tiles,
   // three-CTA ones, fp8 in four stages; mixed lengths, Lq > 1.
@@ -136,6 +145,13 @@ std::vector<SweepCase> sweep_cases() {
   add("d64many", S().fp8().b(40).heads(32, 8).d(64).lk(97), dec(1));              // 320, one block
   add("d64many", S().fp8(Dtype::fp16).b(40).lq(4).heads(32, 8).d(64).lk(200), dec(1), {}, true);  // two
   add("d64many", S().fp8().b(9).heads(32, 8).d(64).lk(1000), dec(4));             // 288 through the splits
+  // fp8 from six items per SM: one-warp CTAs, twelve per SM in three stages or sixteen in two.
+  add("d64many", S().fp8().b(100).heads(32, 8).d(64).lk(300), dec(1));  // 800: twelve
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 150; ++i) lens.push_back(1 + (i * 263) % 700);
+    add("d64many", S().fp8(Dtype::fp16).b(150).lq(2).heads(32, 8).d(64).lk(700), dec(1), lens, true);  // 1200: sixteen
+  }
   // D = 256 fp8 past two items per SM: two-warp tiles, four per SM; mixed lengths.
   add("d256many", S().fp8().b(13).heads(16, 8).d(256).lk(4099), dec(3), mixed, true);
   add("d256many", S().fp8().b(40).lq(2).heads(8, 8).d(256).lk(700), dec(1));
@@ -196,6 +212,26 @@ TEST(GpuRunner, TwoToThreeCtasPerSmRunAsOneWave) {
   EXPECT_NE(g.at("decode_kernel").get<std::string>().find("_o3"), std::string::npos) << g.dump();
   EXPECT_EQ(g.at("decode_ctas_per_sm").get<int>(), 3) << g.dump();  // what the GPU grants
   EXPECT_EQ(g.at("decode_grid").get<int>(), 272) << g.dump();
+}
+
+// fp8 from six items per SM: CTAs of one warp, ten on every SM at D = 128, sixteen at D = 64.
+TEST(GpuRunner, OneWarpCtasFillEverySm) {
+  EVO_REQUIRE_GPU();
+  const int sms = gpu()->device().num_sms;
+  for (auto [d, ctas] : {std::pair{128, 10}, {64, 16}}) {
+    const Shape shape = S().fp8().b(150).heads(24, 8).d(d).lk(200);  // 1200 items
+    const KernelSpec k = spec_for(shape, dec(1), sms);
+    if (k.warps() != 1 || k.min_ctas_per_sm != ctas) {
+      std::cout << "1200 items are not one round of " << ctas << " per SM on " << sms << " SMs at D = " << d << "\n";
+      continue;
+    }
+    const Measurement m = gpu()->measure(MeasureCase{shape, {}}, dec(1), check_only());
+    ASSERT_TRUE(m.ok) << m.error;
+    const auto& g = m.plan.at("gpu");
+    EXPECT_EQ(g.at("decode_kernel").get<std::string>(), k.name()) << g.dump();
+    EXPECT_EQ(g.at("decode_ctas_per_sm").get<int>(), ctas) << g.dump();  // what the GPU grants
+    EXPECT_EQ(g.at("decode_grid").get<int>(), 1200) << g.dump();
+  }
 }
 
 TEST(GpuRunner, RejectsWhatItCannotRunAsRows) {
