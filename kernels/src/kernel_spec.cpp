@@ -241,15 +241,16 @@ KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
   return s;
 }
 
-// One-warp CTAs over 32-key tiles of an fp8 cache, `ctas` per SM (shared memory sets how
-// many: at D = 128 ten in two stages or seven in three, at D = 64 sixteen or twelve). Each
-// warp streams its own item, so no warp waits on another's tiles or merges key slices with
-// it, and an SM holds that many independent streams where the two-warp tiles hold four to
-// six. They pay from six items per SM while every round of them holds at least five per SM;
-// fewer, and each SM's few warps run at one warp's pace (measured: fp8_d64_spec,
-// many_items_d128_spec).
-KernelSpec one_warp_fp8_spec(int head_dim, Dtype dtype, int stages, int ctas) {
-  KernelSpec s = decode_spec(head_dim, dtype, true, false, 16, false);
+// One-warp CTAs over 32-key tiles, `ctas` per SM, as many as an H100 grants them (shared
+// memory, or registers for fp8's two stages at D = 64): over an fp8 cache ten in two stages
+// or seven in three at D = 128, sixteen or fourteen at D = 64; over a 16-bit one at D = 64
+// eleven or eight). Each warp streams its own item, so no warp waits on
+// another's tiles or merges key slices with it, and an SM holds that many independent
+// streams where the two-warp tiles hold four to six. They pay from five or six items per SM
+// while every round of them holds about five per SM; fewer, and each SM's few warps run at
+// one warp's pace (measured: d64_16bit_spec, fp8_d64_spec, many_items_d128_spec).
+KernelSpec one_warp_spec(int head_dim, Dtype dtype, bool fp8_kv, int stages, int ctas) {
+  KernelSpec s = decode_spec(head_dim, dtype, fp8_kv, false, 16, false);
   s.block_n = 32;
   s.warps_n = 1;
   s.stages = stages;
@@ -257,10 +258,29 @@ KernelSpec one_warp_fp8_spec(int head_dim, Dtype dtype, int stages, int ctas) {
   return s;
 }
 
-// Whether `items` over rounds of `ctas` per SM leave a last round of at least five per SM.
-bool rounds_fill(std::int64_t items, std::int64_t sms, int ctas) {
+// Whether `items` over rounds of `ctas` per SM leave a last round of at least `least` per SM.
+bool rounds_fill(std::int64_t items, std::int64_t sms, int ctas, int least = 5) {
   const std::int64_t last = items % (ctas * sms);
-  return last == 0 || last >= 5 * sms;
+  return last == 0 || last >= least * sms;
+}
+
+// Head dim 64, a 16-bit cache (contiguous, no margin), more items than SMs: from five items
+// per SM one-warp CTAs (one_warp_spec), eleven per SM in two stages while their last round
+// holds five per SM, else eight in three past eleven per SM while theirs holds four; otherwise
+// many_items_d64_spec. 37 shapes of 200 to 2048 items under each tiling on an H100, best of
+// splits 1-4, against many_items_d64_spec: B=99 Lk=149 Hq=40 Hkv=8 (792 items) 14.9 us
+// instead of 18.5, B=88 Lk=79 Hq=128 Hkv=8 (704) 11.0 instead of 12.6, B=135 Lk=515 Hq=40
+// Hkv=8 53.4 instead of 62.3, B=256 Lk=150 Hq=16 Hkv=8 (2048: 1320 + 728) 33.2 instead of
+// 36.8, B=84 Lk=3013 Hq=32 Hkv=8 (672) 176.8 instead of 180.7; in eights B=205 Lk=160 Hq=40
+// Hkv=8 (1640: 1056 + 584) 30.0 instead of 34.8, B=210 Lk=1560 Hq=128 Hkv=8 234.1 instead of
+// 238.4 (245.5 in elevens, whose last round is 228). Under five per SM they lose: B=250
+// Lk=100 Hq=14 Hkv=2 (500) 10.0 us in elevens against 9.6, B=36 Lk=250 Hq=32 Hkv=8 (288) 12.6
+// against 10.9. On 32 other shapes of 400 to 2032 items, against many_items_d64_spec in the
+// same run: 0.967 of the time (geomean), 0.846 to 1.031.
+KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
+  if (items >= 5 * sms && rounds_fill(items, sms, 11)) return one_warp_spec(64, dtype, false, 2, 11);
+  if (items > 11 * sms && rounds_fill(items, sms, 8, 4)) return one_warp_spec(64, dtype, false, 3, 8);
+  return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms);
 }
 
 // An fp8 cache at D = 64, contiguous, no margin: up to 4 CTAs share an SM whatever the
@@ -282,18 +302,18 @@ bool rounds_fill(std::int64_t items, std::int64_t sms, int ctas) {
 //    7.5 instead of 8.3), four in three over two (B=256 Lk=150 Hq=16 Hkv=8 25.9 instead of
 //    29.0, B=162 Lk=245 Hq=32 Hkv=8 22.8 instead of 24.4; B=36 Lk=250, 288 items, 8.72
 //    against 8.61; bench/gpu/fp8-short.json).
-//  * from six items per SM, one-warp CTAs (one_warp_fp8_spec): twelve per SM in three stages
+//  * from six items per SM, one-warp CTAs (one_warp_spec): fourteen per SM in three stages
 //    up to seven items per SM, sixteen in two beyond while every round of them holds five
 //    per SM (37 fp8 shapes of 200 to 2048 items under each tiling, best of splits 1-4, against
 //    the tiles above): B=200 Lk=200 Hq=32 Hkv=8 (1600 items) 20.9 us instead of 26.6, B=256
 //    Lk=150 Hq=16 Hkv=8 19.5 instead of 25.7, B=135 Lk=515 Hq=40 Hkv=8 32.4 instead of
 //    37.7, B=210 Lk=1560 Hq=128 Hkv=8 123.6 instead of 135.1, B=223 Lk=263 Hq=32 Hkv=4 (892)
-//    17.2 instead of 20.5 in twelves (17.8 in sixteens), B=128 Lk=4096 Hq=32 Hkv=8 189.9
+//    17.2 instead of 20.5 in fourteens (17.8 in sixteens), B=128 Lk=4096 Hq=32 Hkv=8 189.9
 //    instead of 193.2; under six per SM they lose: B=64 Lk=200 Hq=128 Hkv=8 (512) 12.7 us in
 //    sixteens against 10.8, B=250 Lk=100 Hq=14 Hkv=2 (500) 8.7 against 7.5.
 KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
-  if (items >= 6 * sms && items < 7 * sms) return one_warp_fp8_spec(64, dtype, 3, 12);
-  if (items >= 7 * sms && rounds_fill(items, sms, 16)) return one_warp_fp8_spec(64, dtype, 2, 16);
+  if (items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3, 14);
+  if (items >= 7 * sms && rounds_fill(items, sms, 16)) return one_warp_spec(64, dtype, true, 2, 16);
   if (items > 2 * sms && blocks_per_split <= 2) return two_warp_rows_spec(dtype, blocks_per_split == 1 ? 2 : 3, true);
   KernelSpec s = decode_spec(64, dtype, true, false, 16, false);
   s.block_n = items <= sms ? 128 : 64;
@@ -328,7 +348,7 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six) {
 // 792 + 64 in sixes (60.3 us), 528 + 328 in fours (55.7; was 57.6). (An fp8 cache's
 // three-stage CTAs fit five per SM by registers; the rule counts four, which is what its
 // measurements follow.)
-// An fp8 cache from six items per SM takes one-warp CTAs instead (one_warp_fp8_spec): ten
+// An fp8 cache from six items per SM takes one-warp CTAs instead (one_warp_spec): ten
 // per SM in two stages while every round of them holds five per SM, else seven in three
 // while theirs do. Against the sixes or fours, one H100, best of splits 1-4 per shape:
 //  * one round, 6.5-9.7 per SM: B=107 Lk=325 Hq=16 Hkv=8 (856 items) 32.4 us instead of
@@ -346,8 +366,8 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six) {
 // four per SM, its tiles being twice the bytes) were slower on 20, by up to 14%.
 KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms) {
   if (fp8_kv && items >= 6 * sms) {
-    if (rounds_fill(items, sms, 10)) return one_warp_fp8_spec(128, dtype, 2, 10);
-    if (items > 10 * sms && rounds_fill(items, sms, 7)) return one_warp_fp8_spec(128, dtype, 3, 7);
+    if (rounds_fill(items, sms, 10)) return one_warp_spec(128, dtype, true, 2, 10);
+    if (items > 10 * sms && rounds_fill(items, sms, 7)) return one_warp_spec(128, dtype, true, 3, 7);
   }
   auto padded = [items](std::int64_t slots) { return (items + slots - 1) / slots * slots; };
   // Where the items fit one wave of fours, an fp8 cache keeps the third stage (its tiles
@@ -410,7 +430,7 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   const bool stacked = shape.page_size == 0 && !margin;
   if (shape.head_dim == 64 && stacked) {
     if (shape.dtype == Dtype::fp8) return fp8_d64_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d));
-    if (items > sms) return many_items_d64_spec(query_dtype(shape), blocks_per_split(shape, d) > 2 && items >= 2 * sms);
+    if (items > sms) return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d));
   }
   if (shape.head_dim == 128 && stacked && items > 3 * sms &&
       (blocks_per_split(shape, d) > 1 || shape.dtype == Dtype::fp8))
@@ -477,7 +497,7 @@ std::vector<KernelSpec> all_kernel_specs() {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
             for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, fp8, six));
             if (fp8)
-              for (auto [stages, ctas] : {std::pair{2, 10}, {3, 7}}) out.push_back(one_warp_fp8_spec(d, dt, stages, ctas));
+              for (auto [stages, ctas] : {std::pair{2, 10}, {3, 7}}) out.push_back(one_warp_spec(d, dt, true, stages, ctas));
           }
           if (d == 256 && !paged && fp8)
             for (std::int64_t items : {2, 3}) out.push_back(many_items_fp8_d256_spec(dt, items, 1));
@@ -486,11 +506,12 @@ std::vector<KernelSpec> all_kernel_specs() {
             // One, two and three items per SM (fp8_d64_spec).
             for (int items : {1, 2, 3}) out.push_back(fp8_d64_spec(dt, items, 1, 3));
             for (int blocks : {1, 2}) out.push_back(fp8_d64_spec(dt, 3, 1, blocks));  // short splits
-            for (auto [stages, ctas] : {std::pair{3, 12}, {2, 16}}) out.push_back(one_warp_fp8_spec(d, dt, stages, ctas));
+            for (auto [stages, ctas] : {std::pair{3, 14}, {2, 16}}) out.push_back(one_warp_spec(d, dt, true, stages, ctas));
           }
           if (d == 64 && !paged && !fp8)
-            for (KernelSpec k : {many_items_d64_spec(dt, false), many_items_d64_spec(dt, true),
-                                 two_warp_rows_spec(dt, 2), two_warp_rows_spec(dt, 3)})
+            for (KernelSpec k : {many_items_d64_spec(dt, false), many_items_d64_spec(dt, true), two_warp_rows_spec(dt, 2),
+                                 two_warp_rows_spec(dt, 3), one_warp_spec(d, dt, false, 2, 11),
+                                 one_warp_spec(d, dt, false, 3, 8)})
               out.push_back(k);
           if (d == 256) continue;
           for (auto [block_m, block_n] : {std::pair{32, 64}, {32, 128}, {64, 64}})

@@ -7,6 +7,7 @@
 // compiled.
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "gpu_support.hpp"
 
@@ -145,8 +146,11 @@ std::vector<SweepCase> sweep_cases() {
   add("d64many", S().fp8().b(40).heads(32, 8).d(64).lk(97), dec(1));              // 320, one block
   add("d64many", S().fp8(Dtype::fp16).b(40).lq(4).heads(32, 8).d(64).lk(200), dec(1), {}, true);  // two
   add("d64many", S().fp8().b(9).heads(32, 8).d(64).lk(1000), dec(4));             // 288 through the splits
-  // fp8 from six items per SM: one-warp CTAs, twelve per SM in three stages or sixteen in two.
-  add("d64many", S().fp8().b(100).heads(32, 8).d(64).lk(300), dec(1));  // 800: twelve
+  // From five items per SM (16-bit) or six (fp8): one-warp CTAs, eleven per SM in two stages
+  // or eight in three (16-bit; the mixed case above runs 1664 items in eights), fourteen in
+  // three or sixteen in two (fp8).
+  add("d64many", S().b(100).heads(32, 8).d(64).lk(300), dec(1));  // 800: eleven
+  add("d64many", S().fp8().b(100).heads(32, 8).d(64).lk(300), dec(1));  // 800: fourteen
   {
     std::vector<int> lens;
     for (int i = 0; i < 150; ++i) lens.push_back(1 + (i * 263) % 700);
@@ -214,15 +218,17 @@ TEST(GpuRunner, TwoToThreeCtasPerSmRunAsOneWave) {
   EXPECT_EQ(g.at("decode_grid").get<int>(), 272) << g.dump();
 }
 
-// fp8 from six items per SM: CTAs of one warp, ten on every SM at D = 128, sixteen at D = 64.
+// Many items: CTAs of one warp, ten on every SM over an fp8 cache at D = 128, sixteen at
+// D = 64, eleven over a 16-bit cache at D = 64.
 TEST(GpuRunner, OneWarpCtasFillEverySm) {
   EVO_REQUIRE_GPU();
   const int sms = gpu()->device().num_sms;
-  for (auto [d, ctas] : {std::pair{128, 10}, {64, 16}}) {
-    const Shape shape = S().fp8().b(150).heads(24, 8).d(d).lk(200);  // 1200 items
+  for (auto [d, fp8, ctas] : {std::tuple{128, true, 10}, {64, true, 16}, {64, false, 11}}) {
+    const Shape shape = fp8 ? S().fp8().b(150).heads(24, 8).d(d).lk(200) : S().b(150).heads(24, 8).d(d).lk(200);  // 1200 items
     const KernelSpec k = spec_for(shape, dec(1), sms);
     if (k.warps() != 1 || k.min_ctas_per_sm != ctas) {
-      std::cout << "1200 items are not one round of " << ctas << " per SM on " << sms << " SMs at D = " << d << "\n";
+      std::cout << "1200 items are not one round of " << ctas << " per SM on " << sms << " SMs at D = " << d
+                << (fp8 ? " (fp8)" : "") << "\n";
       continue;
     }
     const Measurement m = gpu()->measure(MeasureCase{shape, {}}, dec(1), check_only());
