@@ -244,11 +244,11 @@ KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
 // One-warp CTAs over 32-key tiles, `ctas` per SM, as many as an H100 grants them (shared
 // memory, or registers for fp8's two stages at D = 64): over an fp8 cache ten in two stages
 // or seven in three at D = 128, sixteen or fourteen at D = 64; over a 16-bit one at D = 64
-// eleven or eight). Each warp streams its own item, so no warp waits on
-// another's tiles or merges key slices with it, and an SM holds that many independent
-// streams where the two-warp tiles hold four to six. They pay from five or six items per SM
-// while every round of them holds about five per SM; fewer, and each SM's few warps run at
-// one warp's pace (measured: d64_16bit_spec, fp8_d64_spec, many_items_d128_spec).
+// eleven or eight. Each warp streams its own item, so no warp waits on another's tiles or
+// merges key slices with it, and an SM holds that many independent streams where the
+// two-warp tiles hold four to six. They pay from five or six items per SM while every round
+// of them holds about five per SM; fewer, and each SM's few warps run at one warp's pace
+// (measured: d64_16bit_spec, fp8_d64_spec, many_items_d128_spec).
 KernelSpec one_warp_spec(int head_dim, Dtype dtype, bool fp8_kv, int stages, int ctas) {
   KernelSpec s = decode_spec(head_dim, dtype, fp8_kv, false, 16, false);
   s.block_n = 32;
@@ -270,21 +270,21 @@ bool rounds_fill(std::int64_t items, std::int64_t sms, int ctas, int least = 5) 
 // many_items_d64_spec. 37 shapes of 200 to 2048 items under each tiling on an H100, best of
 // splits 1-4, against many_items_d64_spec: B=99 Lk=149 Hq=40 Hkv=8 (792 items) 14.9 us
 // instead of 18.5, B=88 Lk=79 Hq=128 Hkv=8 (704) 11.0 instead of 12.6, B=135 Lk=515 Hq=40
-// Hkv=8 53.4 instead of 62.3, B=256 Lk=150 Hq=16 Hkv=8 (2048: 1320 + 728) 33.2 instead of
-// 36.8, B=84 Lk=3013 Hq=32 Hkv=8 (672) 176.8 instead of 180.7; in eights B=205 Lk=160 Hq=40
+// Hkv=8 53.4 instead of 62.3, B=84 Lk=3013 Hq=32 Hkv=8 (672) 176.8 instead of 180.7; in
+// eights B=256 Lk=150 Hq=16 Hkv=8 (2048 items) 33.5 instead of 36.8, B=205 Lk=160 Hq=40
 // Hkv=8 (1640: 1056 + 584) 30.0 instead of 34.8, B=210 Lk=1560 Hq=128 Hkv=8 234.1 instead of
 // 238.4 (245.5 in elevens, whose last round is 228). Under five per SM they lose: B=250
 // Lk=100 Hq=14 Hkv=2 (500) 10.0 us in elevens against 9.6, B=36 Lk=250 Hq=32 Hkv=8 (288) 12.6
 // against 10.9. On 32 other shapes of 400 to 2032 items, against many_items_d64_spec in the
-// same run: 0.967 of the time (geomean), 0.846 to 1.031.
+// same run: 0.964 of the time (geomean), 0.855 to 1.026.
 KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
   if (items >= 5 * sms && rounds_fill(items, sms, 11)) return one_warp_spec(64, dtype, false, 2, 11);
   if (items > 11 * sms && rounds_fill(items, sms, 8, 4)) return one_warp_spec(64, dtype, false, 3, 8);
   return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms);
 }
 
-// An fp8 cache at D = 64, contiguous, no margin: up to 4 CTAs share an SM whatever the
-// stages (registers), so the stages set the bytes in flight, and the rule of spec_for below
+// An fp8 cache at D = 64, contiguous, no margin: up to 4 four-warp CTAs share an SM whatever
+// the stages (registers), so the stages set the bytes in flight, and the rule of spec_for below
 // holds with fp8's smaller tiles. bench/gpu/fp8-d64.json under every split count (1-64) on
 // an H100, 64-row tiles in four stages against three (time ratio):
 //  * up to two items per SM, four: 0.94-0.99 on 64 to 256 items (B=16 Lk=16384 Hq=32 Hkv=8
