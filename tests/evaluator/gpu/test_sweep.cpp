@@ -5,7 +5,6 @@
 // 256; an fp8 KV cache with per-head and per-tensor descales under bf16 and fp16 queries.
 // Check only (no timing), so the sweep stays well under a minute once the kernels are
 // compiled.
-#include <iostream>
 #include <sstream>
 #include <tuple>
 
@@ -223,14 +222,12 @@ TEST(GpuRunner, TwoToThreeCtasPerSmRunAsOneWave) {
 TEST(GpuRunner, OneWarpCtasFillEverySm) {
   EVO_REQUIRE_GPU();
   const int sms = gpu()->device().num_sms;
+  int checked = 0;
   for (auto [d, fp8, ctas] : {std::tuple{128, true, 10}, {64, true, 16}, {64, false, 11}}) {
     const Shape shape = fp8 ? S().fp8().b(150).heads(24, 8).d(d).lk(200) : S().b(150).heads(24, 8).d(d).lk(200);  // 1200 items
     const KernelSpec k = spec_for(shape, dec(1), sms);
-    if (k.warps() != 1 || k.min_ctas_per_sm != ctas) {
-      std::cout << "1200 items are not one round of " << ctas << " per SM on " << sms << " SMs at D = " << d
-                << (fp8 ? " (fp8)" : "") << "\n";
-      continue;
-    }
+    if (k.warps() != 1 || k.min_ctas_per_sm != ctas) continue;  // not one round of them on this GPU
+    ++checked;
     const Measurement m = gpu()->measure(MeasureCase{shape, {}}, dec(1), check_only());
     ASSERT_TRUE(m.ok) << m.error;
     const auto& g = m.plan.at("gpu");
@@ -238,6 +235,7 @@ TEST(GpuRunner, OneWarpCtasFillEverySm) {
     EXPECT_EQ(g.at("decode_ctas_per_sm").get<int>(), ctas) << g.dump();  // what the GPU grants
     EXPECT_EQ(g.at("decode_grid").get<int>(), 1200) << g.dump();
   }
+  if (checked == 0) GTEST_SKIP() << "1200 items are not one round of one-warp CTAs on " << sms << " SMs";
 }
 
 TEST(GpuRunner, RejectsWhatItCannotRunAsRows) {
