@@ -241,26 +241,28 @@ KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
   return s;
 }
 
-// One-warp CTAs over 32-key tiles, `ctas` per SM, as many as an H100 grants them (shared
-// memory, or registers for fp8's two stages at D = 64): over an fp8 cache ten in two stages
-// or seven in three at D = 128, sixteen or fourteen at D = 64; over a 16-bit one at D = 64
-// eleven or eight. Each warp streams its own item, so no warp waits on another's tiles or
-// merges key slices with it, and an SM holds that many independent streams where the
-// two-warp tiles hold four to six. They pay from five or six items per SM while every round
+// One-warp CTAs over 32-key tiles, as many per SM as an H100 grants them (shared memory,
+// and at most 16, what registers allow fp8's two stages at D = 64): over an fp8 cache ten
+// in two stages or seven in three at D = 128, sixteen or fourteen at D = 64; over a 16-bit
+// one at D = 64 eleven or eight. Each warp streams its own item, so no warp waits on
+// another's tiles or merges key slices with it, and an SM holds that many independent
+// streams where the two-warp tiles hold four to six. They pay from five or six items per SM while every round
 // of them holds about five per SM; fewer, and each SM's few warps run at one warp's pace
 // (measured: d64_16bit_spec, fp8_d64_spec, many_items_d128_spec).
-KernelSpec one_warp_spec(int head_dim, Dtype dtype, bool fp8_kv, int stages, int ctas) {
+KernelSpec one_warp_spec(int head_dim, Dtype dtype, bool fp8_kv, int stages) {
   KernelSpec s = decode_spec(head_dim, dtype, fp8_kv, false, 16, false);
   s.block_n = 32;
   s.warps_n = 1;
   s.stages = stages;
-  s.min_ctas_per_sm = ctas;
+  const SmLimits hopper = sm_limits(90);
+  const int by_smem = hopper.smem_bytes_per_sm / (s.smem_bytes() + hopper.smem_reserved_per_cta);
+  s.min_ctas_per_sm = std::min(16, by_smem);
   return s;
 }
 
-// Whether `items` over rounds of `ctas` per SM leave a last round of at least `least` per SM.
-bool rounds_fill(std::int64_t items, std::int64_t sms, int ctas, int least = 5) {
-  const std::int64_t last = items % (ctas * sms);
+// Whether `items` over rounds of k's CTAs per SM leave a last round of at least `least` per SM.
+bool rounds_fill(std::int64_t items, std::int64_t sms, const KernelSpec& k, int least = 5) {
+  const std::int64_t last = items % (k.min_ctas_per_sm * sms);
   return last == 0 || last >= least * sms;
 }
 
@@ -278,8 +280,9 @@ bool rounds_fill(std::int64_t items, std::int64_t sms, int ctas, int least = 5) 
 // against 10.9. On 32 other shapes of 400 to 2032 items, against many_items_d64_spec in the
 // same run: 0.964 of the time (geomean), 0.855 to 1.026.
 KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
-  if (items >= 5 * sms && rounds_fill(items, sms, 11)) return one_warp_spec(64, dtype, false, 2, 11);
-  if (items > 11 * sms && rounds_fill(items, sms, 8, 4)) return one_warp_spec(64, dtype, false, 3, 8);
+  const KernelSpec eleven = one_warp_spec(64, dtype, false, 2), eight = one_warp_spec(64, dtype, false, 3);
+  if (items >= 5 * sms && rounds_fill(items, sms, eleven)) return eleven;
+  if (items > eleven.min_ctas_per_sm * sms && rounds_fill(items, sms, eight, 4)) return eight;
   return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms);
 }
 
@@ -312,8 +315,9 @@ KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int
 //    instead of 193.2; under six per SM they lose: B=64 Lk=200 Hq=128 Hkv=8 (512) 12.7 us in
 //    sixteens against 10.8, B=250 Lk=100 Hq=14 Hkv=2 (500) 8.7 against 7.5.
 KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
-  if (items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3, 14);
-  if (items >= 7 * sms && rounds_fill(items, sms, 16)) return one_warp_spec(64, dtype, true, 2, 16);
+  if (items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3);
+  if (const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2); items >= 7 * sms && rounds_fill(items, sms, sixteen))
+    return sixteen;
   if (items > 2 * sms && blocks_per_split <= 2) return two_warp_rows_spec(dtype, blocks_per_split == 1 ? 2 : 3, true);
   KernelSpec s = decode_spec(64, dtype, true, false, 16, false);
   s.block_n = items <= sms ? 128 : 64;
@@ -366,8 +370,9 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six) {
 // four per SM, its tiles being twice the bytes) were slower on 20, by up to 14%.
 KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms) {
   if (fp8_kv && items >= 6 * sms) {
-    if (rounds_fill(items, sms, 10)) return one_warp_spec(128, dtype, true, 2, 10);
-    if (items > 10 * sms && rounds_fill(items, sms, 7)) return one_warp_spec(128, dtype, true, 3, 7);
+    const KernelSpec ten = one_warp_spec(128, dtype, true, 2), seven = one_warp_spec(128, dtype, true, 3);
+    if (rounds_fill(items, sms, ten)) return ten;
+    if (items > ten.min_ctas_per_sm * sms && rounds_fill(items, sms, seven)) return seven;
   }
   auto padded = [items](std::int64_t slots) { return (items + slots - 1) / slots * slots; };
   // Where the items fit one wave of fours, an fp8 cache keeps the third stage (its tiles
@@ -497,7 +502,7 @@ std::vector<KernelSpec> all_kernel_specs() {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
             for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, fp8, six));
             if (fp8)
-              for (auto [stages, ctas] : {std::pair{2, 10}, {3, 7}}) out.push_back(one_warp_spec(d, dt, true, stages, ctas));
+              for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
           }
           if (d == 256 && !paged && fp8)
             for (std::int64_t items : {2, 3}) out.push_back(many_items_fp8_d256_spec(dt, items, 1));
@@ -506,12 +511,11 @@ std::vector<KernelSpec> all_kernel_specs() {
             // One, two and three items per SM (fp8_d64_spec).
             for (int items : {1, 2, 3}) out.push_back(fp8_d64_spec(dt, items, 1, 3));
             for (int blocks : {1, 2}) out.push_back(fp8_d64_spec(dt, 3, 1, blocks));  // short splits
-            for (auto [stages, ctas] : {std::pair{3, 14}, {2, 16}}) out.push_back(one_warp_spec(d, dt, true, stages, ctas));
+            for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
           }
           if (d == 64 && !paged && !fp8)
             for (KernelSpec k : {many_items_d64_spec(dt, false), many_items_d64_spec(dt, true), two_warp_rows_spec(dt, 2),
-                                 two_warp_rows_spec(dt, 3), one_warp_spec(d, dt, false, 2, 11),
-                                 one_warp_spec(d, dt, false, 3, 8)})
+                                 two_warp_rows_spec(dt, 3), one_warp_spec(d, dt, false, 2), one_warp_spec(d, dt, false, 3)})
               out.push_back(k);
           if (d == 256) continue;
           for (auto [block_m, block_n] : {std::pair{32, 64}, {32, 128}, {64, 64}})
