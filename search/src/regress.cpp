@@ -36,6 +36,15 @@ std::unique_ptr<distill::CompiledHeuristic> load_compiled(const fs::path& json_p
   const fs::path dir = json_path.parent_path().empty() ? fs::path(".") : json_path.parent_path();
   if (fs::exists(dir / "libheuristic.so")) return distill::CompiledHeuristic::load(dir / "libheuristic.so");
   const fs::path scratch = fs::temp_directory_path() / ("evodispatch-regress-" + std::to_string(::getpid()));
+  // A loaded library stays mapped, and a failed build's log is in its error: nothing in
+  // the scratch directory outlives this call.
+  struct RemoveScratch {
+    fs::path dir;
+    ~RemoveScratch() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } remove_scratch{scratch};
   fs::create_directories(scratch);
   std::ofstream(scratch / "heuristic.hpp") << distill::emit_cpp_header(fn);
   return distill::CompiledHeuristic::build(scratch);

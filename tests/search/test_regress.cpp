@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <deque>
+#include <filesystem>
 #include <set>
+
+#include <unistd.h>
 
 #include <evodispatch/evaluator/simulator.hpp>
 #include <evodispatch/heuristics/distill.hpp>
@@ -132,6 +135,14 @@ TEST_F(Regress, TheTwinOfItsBaselinePasses) {
   EXPECT_EQ(r.heuristic, dir.file("heuristic.json"));
   EXPECT_EQ(r.baseline, "fa3");
   EXPECT_EQ(r.device, "sim:h100-sxm");
+}
+
+TEST_F(Regress, CompilingTheFunctionLeavesNothingInTheTempDirectory) {
+  const auto scratch = std::filesystem::temp_directory_path() / ("evodispatch-regress-" + std::to_string(::getpid()));
+  const RegressReport r = run(twin(), tiny());
+  EXPECT_TRUE(r.summary.passed());
+  EXPECT_FALSE(std::filesystem::exists(scratch)) << scratch;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("libheuristic.so"))) << "the heuristic's directory stays as distill left it";
 }
 
 TEST_F(Regress, AHighFloorConfirmsARegressionOnEveryShape) {
