@@ -111,6 +111,7 @@ struct CudaEvaluator::Impl {
   int index;
   GpuInfo gpu;
   std::string tiling;  // EVODISPATCH_DECODE_TILING: every decode launch with this tiling
+  std::string grid;    // EVODISPATCH_DECODE_GRID: "items" or "strided", every decode grid so
   gpu::KernelCache cache;
   gpu::SupportKernels support;
   std::unique_ptr<gpu::Stream> stream;
@@ -195,7 +196,12 @@ struct CudaEvaluator::Impl {
       p.combine = cache.get(*kernels.combine, &error);
       if (!p.combine) return error;
     }
-    return plan_launch(c, d, dev, kernels, report(p.decode), report(p.combine), p.launch);
+    const std::string planned = plan_launch(c, d, dev, kernels, report(p.decode), report(p.combine), p.launch);
+    if (!planned.empty() || grid.empty()) return planned;
+    Plan& plan = p.launch.plan;
+    if (plan.decision.sm_margin > 0) return "EVODISPATCH_DECODE_GRID: a decision with an SM margin keeps its strided grid";
+    plan.grid_ctas = grid == "items" ? plan.work_items : std::min(plan.work_items, plan.slots);
+    return "";
   }
 
   // Every size from the plan. cta_sms: null, or where each decode CTA writes the SM it ran
@@ -385,6 +391,13 @@ CudaEvaluator::CudaEvaluator(int index) {
   if (const char* t = std::getenv("EVODISPATCH_DECODE_TILING"); t && *t) {
     impl_->tiling = t;
     kernel_build_ += "+tiling:" + impl_->tiling;
+  }
+  // So is a forced grid.
+  if (const char* g = std::getenv("EVODISPATCH_DECODE_GRID"); g && *g) {
+    impl_->grid = g;
+    if (impl_->grid != "items" && impl_->grid != "strided")
+      throw InputError("EVODISPATCH_DECODE_GRID: \"" + impl_->grid + "\" is neither items nor strided");
+    kernel_build_ += "+grid:" + impl_->grid;
   }
   // So is a moved arena (a study of where the buffers lie, measuring.md).
   if (arena_offset > 0) kernel_build_ += "+arena-offset:" + std::to_string(arena_offset);

@@ -11,6 +11,7 @@
 
 #include <evodispatch/heuristics/embedded.hpp>
 #include <evodispatch/kernels/kernel_spec.hpp>
+#include <evodispatch/kernels/plan.hpp>
 #include <evodispatch/kernels/toolchain.hpp>
 
 #include "cubin_cache.hpp"
@@ -249,7 +250,13 @@ std::string variant_choice_digest() {
                     for (int margin : {0, 100})
                       for (int sms : {132, 78}) {
                         s = Shape{batch, lq, lk, hq, hkv, d, dt, page, true};
-                        h.field(spec_for(s, Decision{splits, pack, std::min(margin, sms - 1)}, sms).name());
+                        const Decision decision{splits, pack, std::min(margin, sms - 1)};
+                        const KernelSpec spec = spec_for(s, decision, sms);
+                        // The grid too: the items against the slots of the spec's own occupancy.
+                        const std::int64_t items = decompose_work(s, decision, spec.block_m).items;
+                        const std::int64_t slots = std::int64_t{sms} * spec.min_ctas_per_sm;
+                        const bool by_items = hardware_scheduled_grid(s, decision, items, slots, spec.min_ctas_per_sm);
+                        h.field(spec.name()).field(by_items ? "items" : "strided");
                       }
   return h.hex();
 }

@@ -38,6 +38,23 @@ KernelResources kernel_resources(const Shape& shape, const Decision& decision, c
 
 int grid_ctas_per_sm(int occupancy, int sm_margin) { return sm_margin > 0 ? 1 : occupancy; }
 
+// The persistent grid's fixed stride gives a CTA its next item however early it finishes,
+// and an SM's CTAs are not served at one rate: where the items take more than one round,
+// SMs whose CTAs fell behind finish last with items that a freed SM could have run. Handed
+// out by the hardware, the items go to the SMs that free up first. Against the persistent
+// grid, interleaved, the fa3 policy's decision per shape, on two H100s (docs/performance.md,
+// "A grid of every item"): 16-bit caches whose variant holds one or two CTAs per SM took
+// 0.970-0.974 of the time at D = 256 (B=17 Lk=5000 Hq=16 Hkv=16 518.4 -> 466.2 us), 0.966
+// paged; 0.982-0.983 at D = 128 (B=150 Lk=64 Hq=40 Hkv=8 26.2 -> 24.9), 0.985 paged. With
+// four or six CTAs per SM, which already share an SM's pace, 0.988 on one H100 and 1.006 on
+// the other (B=100 Lk=4096 Hq=32 Hkv=8 548 -> 591 us there); fp8 caches, whose one-warp CTAs
+// were sized to the persistent grid's rounds, 1.000-1.002 (up to 1.024). Those keep the
+// persistent grid, as does an SM margin: it is what holds the CTAs to the usable SMs.
+bool hardware_scheduled_grid(const Shape& shape, const Decision& decision, std::int64_t work_items,
+                             std::int64_t slots, int ctas_per_sm) {
+  return shape.dtype != Dtype::fp8 && ctas_per_sm <= 2 && decision.sm_margin == 0 && work_items > slots;
+}
+
 bool combine_runs(int num_splits) { return num_splits > 1; }
 
 Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
@@ -169,11 +186,13 @@ void plan_decode_kernel(Plan& p, const KernelResources& res, int cc) {
   p.ctas_per_sm = decode_ctas_per_sm(res, p.smem_bytes_per_cta, sm);
 }
 
-// The persistent decode grid on num_sms - sm_margin SMs.
+// The decode grid on num_sms - sm_margin SMs.
 void plan_decode_grid(Plan& p) {
   p.sms_used = p.num_sms - p.decision.sm_margin;
   p.slots = std::int64_t{p.sms_used} * grid_ctas_per_sm(p.ctas_per_sm, p.decision.sm_margin);
-  p.grid_ctas = std::min(p.work_items, p.slots);
+  p.grid_ctas = hardware_scheduled_grid(p.shape, p.decision, p.work_items, p.slots, p.ctas_per_sm)
+                  ? p.work_items
+                  : std::min(p.work_items, p.slots);
   p.waves = ceil_div(p.work_items, p.slots);
 }
 

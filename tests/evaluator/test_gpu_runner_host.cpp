@@ -195,8 +195,11 @@ TEST(GpuRunnerHost, EveryLaunchSizeComesFromThePlan) {
   EXPECT_FALSE(g.contains("combine_grid"));
   EXPECT_EQ(l.row_plan.at("grid_ctas"), g.at("decode_grid"));
   EXPECT_FALSE(l.row_plan.contains("plan_error"));
-  // Two CTAs per SM: the grid follows the occupancy, not the model.
-  EXPECT_EQ(launch_of(s, d, h100, loaded(2), {}).plan.grid_ctas, 264);
+  // Two CTAs per SM: the slots follow the occupancy, not the model, and at two per SM the
+  // grid holds every item (hardware_scheduled_grid).
+  const RunnerLaunch two = launch_of(s, d, h100, loaded(2), {});
+  EXPECT_EQ(two.plan.slots, 264);
+  EXPECT_EQ(two.plan.grid_ctas, 272);
 
   // Splits and a margin: both grids on the SMs the margin leaves.
   const Decision split{3, true, 100};

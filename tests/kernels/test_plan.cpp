@@ -103,11 +103,13 @@ TEST(Plan, OneSplitHasNoCombineAndNoWorkspace) {
 }
 
 TEST(Plan, PersistentGridLeavesTheMarginFree) {
-  // cliff-8k at B=64: 64 requests x 8 KV heads = 512 CTAs.
+  // cliff-8k at B=64: 64 requests x 8 KV heads = 512 CTAs. One CTA per SM and no margin:
+  // the hardware hands out the items (hardware_scheduled_grid).
   const Plan full = generic_plan(gqa8(64, 8192), splits(1), hopper());
   EXPECT_EQ(full.work_items, 512);
   EXPECT_EQ(full.sms_used, 132);
-  EXPECT_EQ(full.grid_ctas, 132);
+  EXPECT_EQ(full.slots, 132);
+  EXPECT_EQ(full.grid_ctas, 512);
   EXPECT_EQ(full.waves, 4);  // ceil(512 / 132)
 
   const Plan margin = generic_plan(gqa8(64, 8192), splits(1, std::nullopt, 32), hopper());
@@ -145,6 +147,35 @@ TEST(Plan, PersistentGridLeavesTheMarginFree) {
   const Plan small = generic_plan(gqa8(2, 8192), splits(1, std::nullopt, 32), hopper());
   EXPECT_EQ(small.grid_ctas, 16);
   EXPECT_EQ(small.waves, 1);
+}
+
+TEST(Plan, TheHardwareHandsOutTheItemsOfSixteenBitCachesAtOneOrTwoCtasPerSm) {
+  // cliff-8k at B=64 under the variants' own resources: 512 items.
+  const Plan two = plan(gqa8(64, 8192), splits(1), hopper(), builtin_kernel_resources());
+  ASSERT_LE(two.ctas_per_sm, 2);
+  EXPECT_EQ(two.grid_ctas, two.work_items);
+  EXPECT_TRUE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 512, 264, 2));
+  EXPECT_TRUE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 512, 132, 1));
+
+  // Each condition alone keeps the strided grid of `slots` CTAs.
+  Shape fp8 = gqa8(64, 8192);
+  fp8.dtype = Dtype::fp8;
+  EXPECT_FALSE(hardware_scheduled_grid(fp8, splits(1), 512, 264, 2));
+  EXPECT_FALSE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 1600, 528, 4));  // four CTAs per SM
+  EXPECT_FALSE(hardware_scheduled_grid(gqa8(64, 8192), splits(1, std::nullopt, 32), 512, 100, 1));
+  EXPECT_FALSE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 264, 264, 2));  // one round
+
+  // The plan applies it: B=107 Lk=325 runs the two-warp fours (856 items on 528 slots).
+  const Plan four = plan(gqa8(107, 325), splits(1), hopper());
+  EXPECT_EQ(four.ctas_per_sm, 4);
+  EXPECT_EQ(four.grid_ctas, four.slots);
+  const Plan fp8_plan = plan(fp8, splits(1), hopper());
+  EXPECT_EQ(fp8_plan.grid_ctas, std::min(fp8_plan.work_items, fp8_plan.slots));
+  Shape d256 = gqa8(64, 4096);  // one CTA per SM, 512 items
+  d256.head_dim = 256;
+  const Plan wide = plan(d256, splits(1), hopper());
+  ASSERT_EQ(wide.ctas_per_sm, 1);
+  EXPECT_EQ(wide.grid_ctas, 512);
 }
 
 TEST(Plan, PackingSharesTheKvStreamAmongTheGroup) {
@@ -323,12 +354,14 @@ TEST(Plan, TheRuntimesOccupancyIsTakenAsItIs) {
   heavy.registers_per_thread = 255;
   EXPECT_EQ(plan(gqa8(64, 8192), splits(1), hopper(), heavy).ctas_per_sm, 1);
   heavy.ctas_per_sm = 2;  // what the runtime reports for the loaded kernel
-  const Plan p = plan(gqa8(64, 8192), splits(1), hopper(), heavy);
+  Shape fp8 = gqa8(64, 8192);  // a strided grid: its size is the slots
+  fp8.dtype = Dtype::fp8;
+  const Plan p = plan(fp8, splits(1), hopper(), heavy);
   EXPECT_EQ(p.ctas_per_sm, 2);
   EXPECT_EQ(p.slots, 264);
   EXPECT_EQ(p.grid_ctas, 264);
   heavy.max_ctas_per_sm = 1;  // a cap bounds it either way
-  EXPECT_EQ(plan(gqa8(64, 8192), splits(1), hopper(), heavy).grid_ctas, 132);
+  EXPECT_EQ(plan(fp8, splits(1), hopper(), heavy).grid_ctas, 132);
 
   // A tile the model says no SM of this cc holds: refused while modelled, planned once
   // the GPU has loaded the kernel (it knows its SM better than the table).

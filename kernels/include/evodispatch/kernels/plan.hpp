@@ -88,10 +88,11 @@ struct Plan {
   int smem_bytes_per_cta = 0;
   int ctas_per_sm = 0;
 
-  // The persistent grid on num_sms - sm_margin SMs.
+  // The decode grid on num_sms - sm_margin SMs: persistent, or one CTA per work item where
+  // hardware_scheduled_grid says so.
   int sms_used = 0;
   std::int64_t slots = 0;      // sms_used * grid_ctas_per_sm(ctas_per_sm, sm_margin) CTAs
-  std::int64_t grid_ctas = 0;  // min(work_items, slots)
+  std::int64_t grid_ctas = 0;  // work_items if hardware_scheduled_grid, else min(work_items, slots)
   std::int64_t waves = 0;      // ceil(work_items / slots)
 
   // Combine kernel: runs iff combine_runs(num_splits); its persistent grid on the same SMs.
@@ -119,6 +120,13 @@ struct Plan {
 // (SMs - margin) x occupancy CTAs would run on more SMs than the margin leaves free.
 // A grid of at most SMs - margin CTAs runs on at most SMs - margin SMs.
 int grid_ctas_per_sm(int occupancy, int sm_margin);
+
+// Whether the decode grid launches one CTA per work item, which the hardware hands to SMs
+// as their CTAs finish, instead of a persistent grid of `slots` CTAs that stride the items
+// in a fixed order: a 16-bit cache, a variant of at most two CTAs per SM (`ctas_per_sm`),
+// more items than slots, and no SM margin.
+bool hardware_scheduled_grid(const Shape&, const Decision&, std::int64_t work_items, std::int64_t slots,
+                             int ctas_per_sm);
 
 // Whether a call of `num_splits` splits runs the combine kernel after the decode kernel.
 bool combine_runs(int num_splits);
