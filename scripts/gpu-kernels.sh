@@ -12,6 +12,7 @@
 #   bash scripts/gpu-kernels.sh domain     # a fresh models-decode sample ($SAMPLES, seed $SEED) against cuDNN
 #   bash scripts/gpu-kernels.sh fp8-domain # $FP8_SAMPLES models-decode fp8 caches of 256 MB-3 GB (seed $SEED) against 16-bit
 #   bash scripts/gpu-kernels.sh order      # that sample's fa3 times in its order and reversed: does one depend on the last?
+#   bash scripts/gpu-kernels.sh grid       # $GRID_WORKLOAD (bench/gpu/grid-shapes.json): the grid rule against the strided grid
 #
 # Every other step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK:
 # both) and times SDPA's cuDNN on the same shapes in the same run (bench/gpu/sdpa_compare.py). Writes
@@ -141,7 +142,19 @@ EOF
       done
       python3 bench/gpu/order_check.py "$out/fa3-forward.json" "$out/fa3-reversed.json" | tee "$out/order.md"
       ;;
-    *) echo "gpu-kernels: unknown step $mode (tests, fp8, fp8-edge, tilings, cudnn, weak, domain, fp8-domain, order)" >&2; exit 2 ;;
+    grid)
+      step "the decode grid of spec_for's rule against EVODISPATCH_DECODE_GRID=strided (fa3 decisions, interleaved)"
+      workload=${GRID_WORKLOAD:-bench/gpu/grid-shapes.json}
+      for round in 1 2; do
+        for arm in rule strided; do
+          grid=""; [ $arm = strided ] && grid=strided
+          EVODISPATCH_DECODE_GRID=$grid "$bin" bench --workload "$workload" --policy fa3 --device cuda:0 --db "$db" \
+            --remeasure --json >"$out/grid-$arm-$round.json" 2>"$out/grid-$arm-$round.log" || status=1
+        done
+      done
+      python3 bench/gpu/ab_times.py --new "$out"/grid-rule-*.json --base "$out"/grid-strided-*.json | tee "$out/grid.md"
+      ;;
+    *) echo "gpu-kernels: unknown step $mode (tests, fp8, fp8-edge, tilings, cudnn, weak, domain, fp8-domain, order, grid)" >&2; exit 2 ;;
   esac
 done
 

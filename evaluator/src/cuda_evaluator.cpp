@@ -199,8 +199,14 @@ struct CudaEvaluator::Impl {
     const std::string planned = plan_launch(c, d, dev, kernels, report(p.decode), report(p.combine), p.launch);
     if (!planned.empty() || grid.empty()) return planned;
     Plan& plan = p.launch.plan;
-    if (plan.decision.sm_margin > 0) return "EVODISPATCH_DECODE_GRID: a decision with an SM margin keeps its strided grid";
-    plan.grid_ctas = grid == "items" ? plan.work_items : std::min(plan.work_items, plan.slots);
+    if (grid == "strided") {
+      plan.grid_ctas = std::min(plan.work_items, plan.slots);
+    } else if (plan.decision.sm_margin > 0) {
+      return "EVODISPATCH_DECODE_GRID=items: an SM margin needs the strided grid (it holds the CTAs to the usable SMs)";
+    } else {
+      plan.grid_ctas = plan.work_items;
+    }
+    p.launch.row_plan["grid_ctas"] = p.launch.row_plan["gpu"]["decode_grid"] = plan.grid_ctas;
     return "";
   }
 
