@@ -38,21 +38,31 @@ KernelResources kernel_resources(const Shape& shape, const Decision& decision, c
 
 int grid_ctas_per_sm(int occupancy, int sm_margin) { return sm_margin > 0 ? 1 : occupancy; }
 
-// The persistent grid's fixed stride gives a CTA its next item however early it finishes,
+// The persistent grid's fixed stride gives a CTA its next item however late it finishes,
 // and an SM's CTAs are not served at one rate: where the items take more than one round,
 // SMs whose CTAs fell behind finish last with items that a freed SM could have run. Handed
-// out by the hardware, the items go to the SMs that free up first. Against the persistent
-// grid, interleaved, the fa3 policy's decision per shape, on two H100s (docs/performance.md,
-// "A grid of every item"): 16-bit caches whose variant holds one or two CTAs per SM took
-// 0.970-0.974 of the time at D = 256 (B=17 Lk=5000 Hq=16 Hkv=16 518.4 -> 466.2 us), 0.966
-// paged; 0.982-0.983 at D = 128 (B=150 Lk=64 Hq=40 Hkv=8 26.2 -> 24.9), 0.985 paged. With
-// four or six CTAs per SM, which already share an SM's pace, 0.988 on one H100 and 1.006 on
-// the other (B=100 Lk=4096 Hq=32 Hkv=8 548 -> 591 us there); fp8 caches, whose one-warp CTAs
-// were sized to the persistent grid's rounds, 1.000-1.002 (up to 1.024). Those keep the
-// persistent grid, as does an SM margin: it is what holds the CTAs to the usable SMs.
+// out by the hardware, the items go to the SMs that free up first. Against the strided
+// grid, interleaved, in six runs on H100s (docs/performance.md, "A grid of every item"):
+//  * one or two CTAs per SM: D = 256 0.972-0.977 of the time over the fa3 policy's
+//    decisions (B=17 Lk=5000 Hq=16 Hkv=16 520.8 -> 462.6 us), 0.957 at one split on 12
+//    fresh shapes, 0.971-0.975 paged; D = 128 0.964-0.983, paged 0.981-0.985 (paged
+//    B=153 Lk=3076 Hq=20 Hkv=4 lost 4-6% in every run). D = 64, whose items carry
+//    half the bytes, 0.994-1.003, and B=150 Lk=150 Hq=28 Hkv=4 3.5-4.5% slower in two
+//    runs: it keeps the strided grid;
+//  * four CTAs per SM (D = 128 two-warp tiles) with a last round of at most a fifth of the
+//    slots: 0.926-0.969 on 13 of 13 (B=206 Lk=150 Hq=64 Hkv=8, 1648 items on 528 slots:
+//    56.3 -> 52.4 us); with a fuller last round 0.976-1.009 at one split, and up to 1.078
+//    over the fa3 policy's (B=100 Lk=4096 Hq=32 Hkv=8), where an SM's own CTAs already
+//    share its pace. Those keep the strided grid;
+//  * fp8 caches, whose one-warp CTAs were sized to the strided rounds: 1.000-1.024, and
+//    B=169 Lk=524 Hq=64 Hkv=8's thin round in tens 84.9 us against 72.9 in the rule's
+//    sixes. They keep it too, as does an SM margin (it holds the CTAs to the usable SMs).
 bool hardware_scheduled_grid(const Shape& shape, const Decision& decision, std::int64_t work_items,
                              std::int64_t slots, int ctas_per_sm) {
-  return shape.dtype != Dtype::fp8 && ctas_per_sm <= 2 && decision.sm_margin == 0 && work_items > slots;
+  if (shape.dtype == Dtype::fp8 || shape.head_dim == 64 || decision.sm_margin > 0 || work_items <= slots)
+    return false;
+  const std::int64_t last_round = work_items % slots;
+  return ctas_per_sm <= 2 || (last_round > 0 && 5 * last_round <= slots);
 }
 
 bool combine_runs(int num_splits) { return num_splits > 1; }

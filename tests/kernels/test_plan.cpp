@@ -149,7 +149,7 @@ TEST(Plan, PersistentGridLeavesTheMarginFree) {
   EXPECT_EQ(small.waves, 1);
 }
 
-TEST(Plan, TheHardwareHandsOutTheItemsOfSixteenBitCachesAtOneOrTwoCtasPerSm) {
+TEST(Plan, TheHardwareHandsOutTheItemsOfSixteenBitCachesAtOneOrTwoCtasPerSmOrAThinLastRound) {
   // cliff-8k at B=64 under the variants' own resources: 512 items.
   const Plan two = plan(gqa8(64, 8192), splits(1), hopper(), builtin_kernel_resources());
   ASSERT_LE(two.ctas_per_sm, 2);
@@ -161,11 +161,25 @@ TEST(Plan, TheHardwareHandsOutTheItemsOfSixteenBitCachesAtOneOrTwoCtasPerSm) {
   Shape fp8 = gqa8(64, 8192);
   fp8.dtype = Dtype::fp8;
   EXPECT_FALSE(hardware_scheduled_grid(fp8, splits(1), 512, 264, 2));
-  EXPECT_FALSE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 1600, 528, 4));  // four CTAs per SM
+  Shape d64 = gqa8(64, 8192);
+  d64.head_dim = 64;
+  EXPECT_FALSE(hardware_scheduled_grid(d64, splits(1), 512, 264, 2));
+  EXPECT_FALSE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 856, 528, 4));  // four per SM, 328 left
   EXPECT_FALSE(hardware_scheduled_grid(gqa8(64, 8192), splits(1, std::nullopt, 32), 512, 100, 1));
   EXPECT_FALSE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 264, 264, 2));  // one round
 
-  // The plan applies it: B=107 Lk=325 runs the two-warp fours (856 items on 528 slots).
+  // More CTAs per SM: only a last round of at most a fifth of the slots.
+  EXPECT_TRUE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 3 * 528 + 105, 528, 4));
+  EXPECT_FALSE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 3 * 528 + 106, 528, 4));
+  EXPECT_FALSE(hardware_scheduled_grid(gqa8(64, 8192), splits(1), 3 * 528, 528, 4));  // no last round
+  EXPECT_FALSE(hardware_scheduled_grid(fp8, splits(1), 3 * 528 + 16, 528, 4));
+
+  // The plan applies it: B=107 Lk=325 runs the two-warp fours (856 items on 528 slots),
+  // B=206 Lk=150 too, with 64 items in its fourth round.
+  const Plan thin = plan(gqa8(206, 150), splits(1), hopper());
+  ASSERT_EQ(thin.ctas_per_sm, 4);
+  EXPECT_EQ(thin.work_items, 1648);
+  EXPECT_EQ(thin.grid_ctas, 1648);
   const Plan four = plan(gqa8(107, 325), splits(1), hopper());
   EXPECT_EQ(four.ctas_per_sm, 4);
   EXPECT_EQ(four.grid_ctas, four.slots);

@@ -123,8 +123,9 @@ int grid_ctas_per_sm(int occupancy, int sm_margin);
 
 // Whether the decode grid launches one CTA per work item, which the hardware hands to SMs
 // as their CTAs finish, instead of a persistent grid of `slots` CTAs that stride the items
-// in a fixed order: a 16-bit cache, a variant of at most two CTAs per SM (`ctas_per_sm`),
-// more items than slots, and no SM margin.
+// in a fixed order: a 16-bit cache at D = 128 or 256 with more items than slots and no SM
+// margin, whose variant holds at most two CTAs per SM (`ctas_per_sm`) or whose last round
+// of items fills at most a fifth of the slots.
 bool hardware_scheduled_grid(const Shape&, const Decision&, std::int64_t work_items, std::int64_t slots,
                              int ctas_per_sm);
 
