@@ -51,7 +51,7 @@ int grid_ctas_per_sm(int occupancy, int sm_margin) { return sm_margin > 0 ? 1 : 
 //    runs: it keeps the strided grid;
 //  * four CTAs per SM (D = 128 two-warp tiles) with a last round of at most a fifth of the
 //    slots: 0.926-0.969 on 13 of 13 (B=206 Lk=150 Hq=64 Hkv=8, 1648 items on 528 slots:
-//    56.3 -> 52.4 us); with a fuller last round 0.976-1.009 at one split, and up to 1.078
+//    56.6 -> 52.4 us); with a fuller last round 0.976-1.009 at one split, and up to 1.078
 //    over the fa3 policy's (B=100 Lk=4096 Hq=32 Hkv=8), where an SM's own CTAs already
 //    share its pace. Those keep the strided grid;
 //  * fp8 caches, whose one-warp CTAs were sized to the strided rounds: 1.000-1.024, and

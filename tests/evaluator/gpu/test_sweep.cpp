@@ -238,6 +238,26 @@ TEST(GpuRunner, OneWarpCtasFillEverySm) {
   if (checked == 0) GTEST_SKIP() << "1200 items are not one round of one-warp CTAs on " << sms << " SMs";
 }
 
+// 16-bit items past one round at one CTA per SM (D = 256, contiguous or paged): a CTA per
+// item, which the hardware hands out (hardware_scheduled_grid), checked against the
+// reference; an fp8 cache past one round (of its four CTAs per SM) keeps the strided grid.
+TEST(GpuRunner, SixteenBitItemsPastOneRoundGetACtaEach) {
+  EVO_REQUIRE_GPU();
+  const S wide = S().b(34).heads(16, 8).d(256).lk(600);  // 272 items
+  int checked = 0;
+  for (const Shape& shape : {Shape(wide), Shape(S(wide).page(64)), Shape(S(wide).fp8().b(80))}) {
+    SCOPED_TRACE(describe(shape));
+    const Measurement m = gpu()->measure(MeasureCase{shape, {}}, dec(1), check_only());
+    ASSERT_TRUE(m.ok) << m.error;
+    const auto& g = m.plan.at("gpu");
+    const auto items = m.plan.at("work_items").get<std::int64_t>(), slots = m.plan.at("slots").get<std::int64_t>();
+    if (items <= slots) continue;  // one round on this GPU
+    ++checked;
+    EXPECT_EQ(g.at("decode_grid").get<std::int64_t>(), shape.dtype == Dtype::fp8 ? slots : items) << g.dump();
+  }
+  if (checked < 3) GTEST_SKIP() << 3 - checked << " of the shapes fit one round on this GPU";
+}
+
 TEST(GpuRunner, RejectsWhatItCannotRunAsRows) {
   EVO_REQUIRE_GPU();
   Measurement m = gpu()->measure(S().d(96), dec(1), check_only());
