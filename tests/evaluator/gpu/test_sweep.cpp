@@ -5,6 +5,7 @@
 // 256; an fp8 KV cache with per-head and per-tensor descales under bf16 and fp16 queries.
 // Check only (no timing), so the sweep stays well under a minute once the kernels are
 // compiled.
+#include <cstdlib>
 #include <sstream>
 #include <tuple>
 
@@ -256,6 +257,23 @@ TEST(GpuRunner, SixteenBitItemsPastOneRoundGetACtaEach) {
     EXPECT_EQ(g.at("decode_grid").get<std::int64_t>(), shape.dtype == Dtype::fp8 ? slots : items) << g.dump();
   }
   if (checked < 3) GTEST_SKIP() << 3 - checked << " of the shapes fit one round on this GPU";
+}
+
+// EVODISPATCH_DECODE_GRID forces a grid for a study: a value it does not know is an error
+// naming it, a known one is part of the kernel build (its rows never mix with the rule's).
+TEST(GpuRunner, AForcedGridIsPartOfTheKernelBuild) {
+  EVO_REQUIRE_GPU();
+  ::setenv("EVODISPATCH_DECODE_GRID", "persistent", 1);
+  try {
+    CudaEvaluator bogus(0);
+    ADD_FAILURE() << "EVODISPATCH_DECODE_GRID=persistent accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("EVODISPATCH_DECODE_GRID"), std::string::npos) << e.what();
+  }
+  ::setenv("EVODISPATCH_DECODE_GRID", "strided", 1);
+  const std::string forced = CudaEvaluator(0).kernel_build();
+  ::unsetenv("EVODISPATCH_DECODE_GRID");
+  EXPECT_EQ(forced, gpu()->kernel_build() + "+grid:strided");
 }
 
 TEST(GpuRunner, RejectsWhatItCannotRunAsRows) {
