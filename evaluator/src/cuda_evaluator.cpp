@@ -111,7 +111,7 @@ struct CudaEvaluator::Impl {
   int index;
   GpuInfo gpu;
   std::string tiling;  // EVODISPATCH_DECODE_TILING: every decode launch with this tiling
-  std::string grid;    // EVODISPATCH_DECODE_GRID: "items" or "strided", every decode grid so
+  std::optional<bool> grid_by_items;  // EVODISPATCH_DECODE_GRID: every decode grid by items or strided
   gpu::KernelCache cache;
   gpu::SupportKernels support;
   std::unique_ptr<gpu::Stream> stream;
@@ -196,18 +196,7 @@ struct CudaEvaluator::Impl {
       p.combine = cache.get(*kernels.combine, &error);
       if (!p.combine) return error;
     }
-    const std::string planned = plan_launch(c, d, dev, kernels, report(p.decode), report(p.combine), p.launch);
-    if (!planned.empty() || grid.empty()) return planned;
-    Plan& plan = p.launch.plan;
-    if (grid == "strided") {
-      plan.grid_ctas = std::min(plan.work_items, plan.slots);
-    } else if (plan.decision.sm_margin > 0) {
-      return "EVODISPATCH_DECODE_GRID=items: an SM margin needs the strided grid (it holds the CTAs to the usable SMs)";
-    } else {
-      plan.grid_ctas = plan.work_items;
-    }
-    p.launch.row_plan["grid_ctas"] = p.launch.row_plan["gpu"]["decode_grid"] = plan.grid_ctas;
-    return "";
+    return plan_launch(c, d, dev, kernels, report(p.decode), report(p.combine), p.launch, grid_by_items);
   }
 
   // Every size from the plan. cta_sms: null, or where each decode CTA writes the SM it ran
@@ -400,10 +389,11 @@ CudaEvaluator::CudaEvaluator(int index) {
   }
   // So is a forced grid.
   if (const char* g = std::getenv("EVODISPATCH_DECODE_GRID"); g && *g) {
-    impl_->grid = g;
-    if (impl_->grid != "items" && impl_->grid != "strided")
-      throw InputError("EVODISPATCH_DECODE_GRID: \"" + impl_->grid + "\" is neither items nor strided");
-    kernel_build_ += "+grid:" + impl_->grid;
+    const std::string grid = g;
+    if (grid != "items" && grid != "strided")
+      throw InputError("EVODISPATCH_DECODE_GRID: \"" + grid + "\" is neither items nor strided");
+    impl_->grid_by_items = grid == "items";
+    kernel_build_ += "+grid:" + grid;
   }
   // So is a moved arena (a study of where the buffers lie, measuring.md).
   if (arena_offset > 0) kernel_build_ += "+arena-offset:" + std::to_string(arena_offset);

@@ -53,7 +53,7 @@ RunnerKernels runner_kernels(const Shape& shape, const Decision& decision, const
 
 std::string plan_launch(const MeasureCase& c, const Decision& decision, const DeviceInfo& dev,
                         const RunnerKernels& kernels, const LoadedKernelReport& decode,
-                        const LoadedKernelReport& combine, RunnerLaunch& out) {
+                        const LoadedKernelReport& combine, RunnerLaunch& out, std::optional<bool> grid_by_items) {
   RunnerLaunch l;
   l.decision = resolve(decision, c.shape);
   l.kernels = kernels;
@@ -65,6 +65,11 @@ std::string plan_launch(const MeasureCase& c, const Decision& decision, const De
     l.base = decode_params_for(c.shape, l.decision, kernels.decode, gpu::case_layout(c.shape, 1).max_pages);
   } catch (const InputError& e) {
     return "no launch plan (" + kernels.decode.name() + ", " + describe(l.decision) + "): " + e.what();
+  }
+  if (grid_by_items) {
+    if (*grid_by_items && l.decision.sm_margin > 0)
+      return "a grid of every work item: an SM margin needs the persistent grid (it holds the CTAs to the usable SMs)";
+    l.plan.grid_ctas = decode_grid_ctas(l.plan, *grid_by_items);
   }
   l.row_plan = to_json(l.plan);
   l.row_plan["gpu"] = launched(l, decode, combine);

@@ -127,9 +127,10 @@ std::string spec_error(const KernelSpec& s) {
   if (s.block_n % (16 * s.warps_n) != 0) return "block_n must be a multiple of 16 * warps_n";
   if (s.stages < 2 || s.stages > 8) return "stages must be 2..8";
   if (s.min_ctas_per_sm < 1 || s.min_ctas_per_sm > 16) return "min_ctas_per_sm must be 1..16";
-  if (s.min_ctas_per_sm * (s.smem_bytes() + 1024) > 228 * 1024)
+  if (const SmLimits hopper = sm_limits(90);
+      s.min_ctas_per_sm * (s.smem_bytes() + hopper.smem_reserved_per_cta) > hopper.smem_bytes_per_sm)
     return std::to_string(s.min_ctas_per_sm) + " CTAs of " + std::to_string(s.smem_bytes()) +
-           " bytes of shared memory do not fit one SM's 228 KiB";
+           " bytes of shared memory do not fit one SM's " + std::to_string(hopper.smem_bytes_per_sm / 1024) + " KiB";
   const int chunks = s.head_dim * (s.fp8_kv ? 1 : 2) / 16;  // 16-byte chunks per stored K/V row
   if (s.threads() % chunks != 0 || s.block_n % (s.threads() / chunks) != 0)
     return "threads must load whole K/V rows";

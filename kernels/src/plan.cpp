@@ -65,6 +65,10 @@ bool hardware_scheduled_grid(const Shape& shape, const Decision& decision, std::
   return ctas_per_sm <= 2 || (last_round > 0 && 5 * last_round <= slots);
 }
 
+std::int64_t decode_grid_ctas(const Plan& p, bool by_items) {
+  return by_items ? p.work_items : std::min(p.work_items, p.slots);
+}
+
 bool combine_runs(int num_splits) { return num_splits > 1; }
 
 Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
@@ -200,9 +204,7 @@ void plan_decode_kernel(Plan& p, const KernelResources& res, int cc) {
 void plan_decode_grid(Plan& p) {
   p.sms_used = p.num_sms - p.decision.sm_margin;
   p.slots = std::int64_t{p.sms_used} * grid_ctas_per_sm(p.ctas_per_sm, p.decision.sm_margin);
-  p.grid_ctas = hardware_scheduled_grid(p.shape, p.decision, p.work_items, p.slots, p.ctas_per_sm)
-                  ? p.work_items
-                  : std::min(p.work_items, p.slots);
+  p.grid_ctas = decode_grid_ctas(p, hardware_scheduled_grid(p.shape, p.decision, p.work_items, p.slots, p.ctas_per_sm));
   p.waves = ceil_div(p.work_items, p.slots);
 }
 

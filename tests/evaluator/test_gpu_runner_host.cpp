@@ -224,6 +224,34 @@ TEST(GpuRunnerHost, EveryLaunchSizeComesFromThePlan) {
   EXPECT_EQ(mixed.row_plan.at("seqlens").size(), 2u);
 }
 
+// EVODISPATCH_DECODE_GRID's forced grid: the plan and the row's record both say what runs.
+TEST(GpuRunnerHost, AForcedGridSizesTheLaunchAndItsRecord) {
+  const DeviceInfo h100 = load_sim_profile("h100-sxm").device;
+  Shape wide = cliff(34);  // D = 256: one CTA per SM, 272 items, a CTA each by the rule
+  wide.head_dim = 256;
+  wide.h_q = 16;
+  const Decision d{1, true, 0};
+  const RunnerKernels k = runner_kernels(wide, d, h100);
+  RunnerLaunch rule, strided, items;
+  ASSERT_EQ(plan_launch(MeasureCase{wide, {}}, d, h100, k, loaded(1), {}, rule), "");
+  ASSERT_EQ(rule.plan.grid_ctas, 272);
+  ASSERT_EQ(plan_launch(MeasureCase{wide, {}}, d, h100, k, loaded(1), {}, strided, false), "");
+  EXPECT_EQ(strided.plan.grid_ctas, 132);
+  EXPECT_EQ(strided.row_plan.at("grid_ctas"), 132);
+  EXPECT_EQ(strided.row_plan.at("gpu").at("decode_grid"), 132);
+  ASSERT_EQ(plan_launch(MeasureCase{wide, {}}, d, h100, k, loaded(1), {}, items, true), "");
+  EXPECT_EQ(items.row_plan.at("gpu").at("decode_grid"), 272);
+
+  // A margin holds the CTAs to the usable SMs only in the persistent grid.
+  const Decision margin{1, true, 32};
+  const RunnerKernels km = runner_kernels(wide, margin, h100);
+  RunnerLaunch l;
+  EXPECT_NE(plan_launch(MeasureCase{wide, {}}, margin, h100, km, loaded(1), {}, l, true).find("SM margin"),
+            std::string::npos);
+  EXPECT_EQ(plan_launch(MeasureCase{wide, {}}, margin, h100, km, loaded(1), {}, l, false), "");
+  EXPECT_EQ(l.plan.grid_ctas, 100);
+}
+
 TEST(GpuRunnerHost, TheSimulatorPredictsFromTheSamePlan) {
   // Given the occupancies the simulator assumes, the runner's plan is the simulator's.
   const SimProfile prof = load_sim_profile("h100-sxm");

@@ -95,10 +95,12 @@ struct RunnerLaunch {
   nlohmann::json row_plan;
 };
 // The launch of `kernels` for (case, decision) with the loaded kernels' reports (`combine`
-// is read only when kernels.combine is set), into `out`. Returns "" or, when no plan can
-// be made, why: the error of the runner's failed row.
+// is read only when kernels.combine is set), into `out`. `grid_by_items`, when set, forces
+// the decode grid (EVODISPATCH_DECODE_GRID): a CTA per work item, or the persistent grid.
+// Returns "" or, when no plan can be made, why: the error of the runner's failed row.
 std::string plan_launch(const MeasureCase&, const Decision&, const DeviceInfo&, const RunnerKernels& kernels,
-                        const LoadedKernelReport& decode, const LoadedKernelReport& combine, RunnerLaunch& out);
+                        const LoadedKernelReport& decode, const LoadedKernelReport& combine, RunnerLaunch& out,
+                        std::optional<bool> grid_by_items = std::nullopt);
 
 // Every NVRTC unit the runner may compile for `arch`: the decode family and the runner's
 // own kernels. Compiling them ahead (any machine, no GPU) fills the cubin cache.

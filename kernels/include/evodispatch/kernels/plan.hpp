@@ -129,6 +129,10 @@ int grid_ctas_per_sm(int occupancy, int sm_margin);
 bool hardware_scheduled_grid(const Shape&, const Decision&, std::int64_t work_items, std::int64_t slots,
                              int ctas_per_sm);
 
+// The decode grid's CTAs: one per work item `by_items`, else the persistent grid's
+// min(work_items, slots).
+std::int64_t decode_grid_ctas(const Plan&, bool by_items);
+
 // Whether a call of `num_splits` splits runs the combine kernel after the decode kernel.
 bool combine_runs(int num_splits);
 
