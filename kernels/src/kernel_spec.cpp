@@ -280,10 +280,17 @@ bool rounds_fill(std::int64_t items, std::int64_t sms, const KernelSpec& k, int 
 // Lk=100 Hq=14 Hkv=2 (500) 10.0 us in elevens against 9.6, B=36 Lk=250 Hq=32 Hkv=8 (288) 12.6
 // against 10.9. On 32 other shapes of 400 to 2032 items, against many_items_d64_spec in the
 // same run: 0.964 of the time (geomean), 0.855 to 1.026.
+// Between three and five items per SM, where the three-CTA tiles need a second round and
+// the one-warp ones do not pay yet, the two-warp 16-row tiles six per SM hold them in one
+// (bench/gpu/d64-mid.json under every tiling, docs/performance.md "Head dim 64"): B=135
+// Lk=409 Hq=64 Hkv=4 (540 items) 24.9 us instead of 30.3 at its best split (cuDNN 28.8),
+// B=160 Lk=800 49.8 instead of 54.4, B=100 Lk=200 (400) 12.3 instead of 13.3; at most 1%
+// slower on 480-500 items over 800 keys.
 KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
   const KernelSpec eleven = one_warp_spec(64, dtype, false, 2), eight = one_warp_spec(64, dtype, false, 3);
   if (items >= 5 * sms && rounds_fill(items, sms, eleven)) return eleven;
   if (items > eleven.min_ctas_per_sm * sms && rounds_fill(items, sms, eight, 4)) return eight;
+  if (items > 3 * sms && items < 5 * sms) return two_warp_rows_spec(dtype, 2);
   return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms);
 }
 
@@ -315,11 +322,17 @@ KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int
 //    17.2 instead of 20.5 in fourteens (17.8 in sixteens), B=128 Lk=4096 Hq=32 Hkv=8 189.9
 //    instead of 193.2; under six per SM they lose: B=64 Lk=200 Hq=128 Hkv=8 (512) 12.7 us in
 //    sixteens against 10.8, B=250 Lk=100 Hq=14 Hkv=2 (500) 8.7 against 7.5.
+//  * between three and six items per SM over longer splits, the two-warp tiles too: six per
+//    SM in two stages past four per SM, four in three below (bench/gpu/d64-mid.json in fp8
+//    under every tiling): B=135 Lk=409 Hq=64 Hkv=4 (540 items) 16.8 us instead of 21.0,
+//    B=90 Lk=800 Hq=128 Hkv=8 (720) 31.7 instead of 38.0, B=135 Lk=1500 43.1 instead of 48.5
+//    at their best splits; B=256 Lk=800 Hq=32 Hkv=2 (512) 24.0 instead of 24.5.
 KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
   if (items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3);
   if (const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2); items >= 7 * sms && rounds_fill(items, sms, sixteen))
     return sixteen;
   if (items > 2 * sms && blocks_per_split <= 2) return two_warp_rows_spec(dtype, blocks_per_split == 1 ? 2 : 3, true);
+  if (items > 3 * sms && items < 6 * sms) return two_warp_rows_spec(dtype, items > 4 * sms ? 2 : 3, true);
   KernelSpec s = decode_spec(64, dtype, true, false, 16, false);
   s.block_n = items <= sms ? 128 : 64;
   s.stages = items <= 2 * sms ? 4 : 3;

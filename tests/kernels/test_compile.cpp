@@ -407,9 +407,15 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   // blocks in the three-CTA tiles.
   EXPECT_EQ(tiling(at(17, 16384, 1)), "n64s3o1");  // 136 items
   EXPECT_EQ(tiling(at(33, 16384, 1)), "n64s2o3");  // 264 items
-  EXPECT_EQ(tiling(at(82, 16384, 1)), "n64s2o3");  // 656 items
-  EXPECT_EQ(tiling(at(82, 300, 1)), "n64s2o3");   // 3 blocks
-  EXPECT_EQ(tiling(at(82, 256, 1)), "n64s3o1");   // 2 blocks
+  EXPECT_EQ(tiling(at(49, 300, 1)), "n64s2o3");    // 392 items, 3 blocks
+  EXPECT_EQ(tiling(at(49, 256, 1)), "n64s3o1");    // 2 blocks
+  EXPECT_EQ(at(49, 256, 1).warps(), 4);
+  // Past three items per SM, up to five: the two-warp tiles, six per SM in two stages, one
+  // round where the three-CTA tiles would need two.
+  for (const KernelSpec& k : {at(50, 16384, 1), at(82, 16384, 1), at(82, 300, 1), at(82, 256, 1), at(41, 409, 2)}) {
+    EXPECT_EQ(tiling(k), "n64s2o6") << k.name();  // 400 to 656 items
+    EXPECT_EQ(k.warps(), 2) << k.name();
+  }
   // From five items per SM, one-warp CTAs over 32-key tiles: eleven per SM in two stages
   // while their last round holds five per SM, else eight in three while theirs holds four.
   EXPECT_EQ(tiling(at(83, 16384, 1)), "n32s2o11");  // 664 items
@@ -435,9 +441,18 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(at(34, 257, 1, Dtype::fp8).warps(), 4);  // three blocks: as before
   EXPECT_EQ(at(33, 128, 1, Dtype::fp8).warps(), 4);  // 264 items: as before
   EXPECT_EQ(at(34, 128, 1, Dtype::fp8, 16).warps(), 4);  // paged: as before
+  // fp8 between three and six items per SM over longer splits: two-warp tiles, four per SM
+  // in three stages up to four items per SM, six in two beyond.
+  EXPECT_EQ(at(49, 1000, 1, Dtype::fp8).warps(), 4);  // 392 items: as before
+  EXPECT_EQ(tiling(at(50, 1000, 1, Dtype::fp8)), "n64s3o1");  // 400
+  EXPECT_EQ(at(50, 1000, 1, Dtype::fp8).warps(), 2);
+  EXPECT_EQ(tiling(at(66, 1000, 1, Dtype::fp8)), "n64s3o1");  // 528: four per SM
+  EXPECT_EQ(tiling(at(67, 1000, 1, Dtype::fp8)), "n64s2o6");  // 536
+  EXPECT_EQ(tiling(at(98, 1000, 1, Dtype::fp8)), "n64s2o6");  // 784: under six per SM
+  EXPECT_EQ(at(98, 1000, 1, Dtype::fp8).warps(), 2);
+  EXPECT_EQ(at(67, 1000, 1, Dtype::fp8, 16).warps(), 4);  // paged: as before
   // fp8 from six items per SM: one-warp CTAs over 32-key tiles, fourteen per SM in three
   // stages up to seven per SM, sixteen in two beyond while each round holds five per SM.
-  EXPECT_EQ(tiling(at(98, 1000, 1, Dtype::fp8)), "n64s3o1");  // 784 items: under six per SM
   EXPECT_EQ(tiling(at(99, 1000, 1, Dtype::fp8)), "n32s3o14");  // 792
   EXPECT_EQ(at(99, 1000, 1, Dtype::fp8).warps(), 1);
   EXPECT_EQ(tiling(at(115, 100, 1, Dtype::fp8)), "n32s3o14");  // 920, one block
@@ -456,7 +471,8 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   for (const KernelSpec& k :
        {at(33, 16384, 1), at(82, 256, 1), at(160, 256, 1), at(200, 200, 1), at(16, 16384, 2, Dtype::fp8),
         at(16, 16384, 1, Dtype::fp8), at(34, 16384, 1, Dtype::fp8), at(34, 128, 1, Dtype::fp8),
-        at(34, 256, 1, Dtype::fp8), at(99, 1000, 1, Dtype::fp8), at(116, 1000, 1, Dtype::fp8)})
+        at(34, 256, 1, Dtype::fp8), at(99, 1000, 1, Dtype::fp8), at(116, 1000, 1, Dtype::fp8), at(82, 256, 1),
+        at(50, 1000, 1, Dtype::fp8), at(67, 1000, 1, Dtype::fp8)})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
 }
 
