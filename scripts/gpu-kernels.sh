@@ -9,7 +9,8 @@
 #   bash scripts/gpu-kernels.sh tilings    # $TILINGS_WORKLOAD (bench/gpu/weak-shapes.json) under each tiling of $TILINGS
 #   bash scripts/gpu-kernels.sh cudnn      # paper-safety-160 and cliff-8k against cuDNN
 #   bash scripts/gpu-kernels.sh weak       # bench/gpu/{weak-shapes,packed-groups,long-requests,d64-shapes,many-items}.json against cuDNN
-#   bash scripts/gpu-kernels.sh domain     # a fresh models-decode sample ($SAMPLES, seed $SEED) against cuDNN
+#   bash scripts/gpu-kernels.sh domain     # a fresh $DOMAIN sample ($SAMPLES, seed $SEED) against cuDNN
+#                                            (DOMAIN: models-decode, models-paged or models-spec)
 #   bash scripts/gpu-kernels.sh fp8-domain # $FP8_SAMPLES models-decode fp8 caches of 256 MB-3 GB (seed $SEED) against 16-bit
 #   bash scripts/gpu-kernels.sh order      # that sample's fa3 times in its order and reversed: does one depend on the last?
 #   bash scripts/gpu-kernels.sh grid       # $GRID_WORKLOAD (bench/gpu/grid-shapes.json): the grid rule against the strided grid
@@ -46,11 +47,11 @@ compare() {  # compare NAME JSON...: cuDNN beside the oracle, with issue 18's su
   sed -n '/^| workload/,$p' "$out/$name.md"
 }
 
-domain_sample() {  # domain_sample FILE [SAMPLES DTYPE]: models-decode, SAMPLES ($SAMPLES) shapes drawn with seed $SEED
-  python3 - "${2:-${SAMPLES:-120}}" "${SEED:-18}" "${3:-bf16}" >"$1" <<'EOF'
+domain_sample() {  # domain_sample FILE [SAMPLES DTYPE]: $DOMAIN (models-decode), SAMPLES ($SAMPLES) shapes drawn with seed $SEED
+  python3 - "${2:-${SAMPLES:-120}}" "${SEED:-18}" "${3:-bf16}" "${DOMAIN:-models-decode}" >"$1" <<'EOF'
 import json, sys
-w = json.load(open("evaluator/workloads/models-decode.json"))
-w["name"] = "models-decode-sample"
+w = json.load(open("evaluator/workloads/%s.json" % sys.argv[4]))
+w["name"] = sys.argv[4] + "-sample"
 w["domain"]["samples"], w["domain"]["seed"], w["domain"]["dtype"] = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 json.dump(w, sys.stdout)
 EOF
@@ -109,9 +110,9 @@ for mode in "$@"; do
         "$out/oracle-many.json"
       ;;
     domain)
-      step "a fresh models-decode sample against cuDNN"
-      domain_sample "$out/models-decode-sample.json"
-      oracle "$out/models-decode-sample.json" oracle-domain
+      step "a fresh ${DOMAIN:-models-decode} sample against cuDNN"
+      domain_sample "$out/${DOMAIN:-models-decode}-sample.json"
+      oracle "$out/${DOMAIN:-models-decode}-sample.json" oracle-domain
       compare report-domain "$out/oracle-domain.json"
       ;;
     fp8-domain)

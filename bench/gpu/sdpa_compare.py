@@ -11,8 +11,11 @@ more than 2% slower, and the worst one; and for every fp8-cache row whose 16-bit
 (the same shape with dtype = its q_dtype) was measured too, fp8 time / 16-bit time.
 
 --ours: the JSON of `evodispatch bench --json` (one document with "rows"); every ok row
-is a shape and our (best) decision's latency. Only Lq = 1 decode shapes of contiguous KV
-are timed with SDPA (what the issue's table compares); others are reported as ours only.
+is a shape and our (best) decision's latency. 16-bit caches are timed with SDPA; fp8 ones
+are reported as ours only. SDPA has no paged KV: a paged shape is timed on the contiguous
+cache of the same shape (its entry says so), which costs SDPA no page-table reads. Several
+query tokens (speculative decoding, Lq > 1) get the decode mask of evodispatch's contract,
+aligned bottom-right: token i sees keys j <= Lk - Lq + i (torch's is_causal is top-left).
 
 Protocol, as evodispatch's runner (DESIGN.md section 4): bf16/fp16 inputs N(0, 1); enough
 input sets that their total exceeds twice the L2, each call of a captured graph reads the
@@ -44,8 +47,20 @@ MAX_CALLS = 4096
 
 
 def describe(s):
-    return "B=%d Lk=%d Hq=%d Hkv=%d D=%d%s" % (s["batch"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"],
-                                               "" if s["dtype"] == "bf16" else " " + s["dtype"])
+    return "B=%d%s Lk=%d Hq=%d Hkv=%d D=%d%s%s" % (
+        s["batch"], " Lq=%d" % s["seqlen_q"] if s["seqlen_q"] > 1 else "", s["seqlen_k"], s["h_q"], s["h_kv"],
+        s["head_dim"], "" if s["dtype"] == "bf16" else " " + s["dtype"],
+        " pages of %d" % s["page_size"] if s.get("page_size", 0) else "")
+
+
+def decode_mask(s):
+    """The contract's causal mask for Lq query tokens at the end of Lk keys (None: no mask)."""
+    Lq, Lk = s["seqlen_q"], s["seqlen_k"]
+    if Lq == 1 or not s.get("causal", True):
+        return None
+    i = torch.arange(Lq, device="cuda").unsqueeze(1)
+    j = torch.arange(Lk, device="cuda").unsqueeze(0)
+    return j <= Lk - Lq + i
 
 
 def time_graph(make_call, n_sets, stream):
@@ -97,16 +112,19 @@ def time_sdpa(s, backend, l2_bytes, stream):
         v = torch.randn(B, Hkv, Lk, D, device="cuda", dtype=dtype, generator=gen)
         sets.append((q, k, v, torch.empty_like(q)))
     gqa = Hq != Hkv
+    mask = decode_mask(s)
 
     def call(i):
         q, k, v, o = sets[i]
-        # Lq = 1 sees every key: no mask (torch's is_causal is top-left aligned).
-        o.copy_(F.scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=gqa))
+        o.copy_(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa))
 
     try:
         with sdpa_kernel([BACKENDS[backend]]):
             us, calls = time_graph(call, n_sets, stream)
-        return {"us": us, "calls_per_replay": calls, "sets": n_sets}
+        out = {"us": us, "calls_per_replay": calls, "sets": n_sets}
+        if s.get("page_size", 0):
+            out["layout"] = "contiguous"
+        return out
     except Exception as e:  # a backend that refuses the shape: say why
         return {"error": str(e).splitlines()[0][:200] if str(e) else type(e).__name__}
     finally:
@@ -209,7 +227,7 @@ def main():
             seen.add(shape_key(s))
             entry = {"workload": doc.get("workload"), "shape": s, "decision": r["decision"], "ours_us": r["median_us"],
                      "kv_bytes": kv_bytes(s), "ours_tbps": kv_bytes(s) / (r["median_us"] * 1e-6) / 1e12}
-            if s["seqlen_q"] == 1 and s.get("page_size", 0) == 0 and s["dtype"] in ("bf16", "fp16"):
+            if s["dtype"] in ("bf16", "fp16"):
                 for name in backends:
                     entry[name] = time_sdpa(s, name, l2, stream)
             report["shapes"].append(entry)
