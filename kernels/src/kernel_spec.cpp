@@ -170,8 +170,8 @@ KernelSpec packed_rows_spec(int head_dim, Dtype dtype, bool fp8_kv, bool paged, 
 
 // 16-row tiles of two warps (64 threads) at D = 64, 64-row K/V tiles: three stages (four
 // CTAs per SM by shared memory), or two stages with six CTAs per SM.
-KernelSpec two_warp_rows_spec(Dtype dtype, int stages, bool fp8_kv = false) {
-  KernelSpec s = decode_spec(64, dtype, fp8_kv, false, 16, false);
+KernelSpec two_warp_rows_spec(Dtype dtype, int stages, bool fp8_kv = false, bool paged = false) {
+  KernelSpec s = decode_spec(64, dtype, fp8_kv, paged, 16, false);
   s.block_n = 64;
   s.warps_n = 2;
   s.stages = stages;
@@ -341,8 +341,8 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int b
 
 // 16-row tiles of two warps over 32-key K/V tiles at D = 128: six per SM in two stages, or
 // four in three (many_items_d128_spec).
-KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six) {
-  KernelSpec s = decode_spec(128, dtype, fp8_kv, false, 16, false);
+KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six, bool paged = false) {
+  KernelSpec s = decode_spec(128, dtype, fp8_kv, paged, 16, false);
   s.block_n = 32;
   s.warps_n = 2;
   s.stages = six ? 2 : 3;
@@ -350,7 +350,7 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six) {
   return s;
 }
 
-// D = 128 (contiguous, no margin) past three items per SM, splits of more than one block
+// D = 128 (no margin; contiguous, or paged 16-bit) past three items per SM, splits of more than one block
 // (any split over an fp8 cache): 16-row tiles of two warps over 32-key K/V tiles (64
 // threads, at most 168 registers), six CTAs per SM in two stages or four in three. More CTAs
 // per SM hide each one's wait for its first tile, most of a short split, and two stages keep
@@ -382,8 +382,8 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six) {
 //    (B=80 Lk=600 Hq=40 Hkv=8 43.9 against 41.9, B=120 Lk=1000 Hq=28 Hkv=4 53.1 against 47.9).
 // A 16-bit cache keeps the two-warp tiles: on the same 22 shapes one-warp CTAs (six or
 // four per SM, its tiles being twice the bytes) were slower on 20, by up to 14%.
-KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms) {
-  if (fp8_kv && items >= 6 * sms) {
+KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms, bool paged = false) {
+  if (fp8_kv && !paged && items >= 6 * sms) {
     const KernelSpec ten = one_warp_spec(128, dtype, true, 2), seven = one_warp_spec(128, dtype, true, 3);
     if (rounds_fill(items, sms, ten)) return ten;
     if (items > ten.min_ctas_per_sm * sms && rounds_fill(items, sms, seven)) return seven;
@@ -392,7 +392,7 @@ KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, st
   // Where the items fit one wave of fours, an fp8 cache keeps the third stage (its tiles
   // carry half the bytes): B=60 Lk=2000 Hq=32 Hkv=8 89.0 us in fours, 94.1 in sixes.
   const std::int64_t one_wave = fp8_kv ? 4 * sms : 6 * sms;
-  return two_warp_d128_spec(dtype, fp8_kv, items <= one_wave ? !fp8_kv : padded(6 * sms) <= padded(4 * sms));
+  return two_warp_d128_spec(dtype, fp8_kv, items <= one_wave ? !fp8_kv : padded(6 * sms) <= padded(4 * sms), paged);
 }
 
 // An fp8 cache at D = 256 (contiguous, no margin) with more items than SMs: two stages of
@@ -451,9 +451,20 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
     if (shape.dtype == Dtype::fp8) return fp8_d64_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d));
     if (items > sms) return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d));
   }
-  if (shape.head_dim == 128 && stacked && items > 3 * sms &&
+  // A paged 16-bit cache (no margin) takes the two-warp tiles where the contiguous one does
+  // from three items per SM: at D = 64 six per SM up to five items per SM, at D = 128 the
+  // fours or sixes of many_items_d128_spec over splits of more than one block. Measured with
+  // each tiling forced on paged shapes (pages of 1, 16 and 64; docs/performance.md, "Paged
+  // caches against cuDNN"): B=73 Lk=645 Hq=128 Hkv=8 D=64 (584 items) 41.4 us instead of
+  // 53.4, B=120 Lk=1000 Hq=64 Hkv=4 D=64 48.9 instead of 52.8, B=150 Lk=400 Hq=32 Hkv=8
+  // (1200) in sixes 93.2 instead of 97.0, B=232 Lk=854 Hq=32 Hkv=4 (928) in fours 146.8
+  // instead of 149.7.
+  const bool paged_16bit = shape.page_size > 0 && !margin && shape.dtype != Dtype::fp8;
+  if (shape.head_dim == 64 && paged_16bit && items > 3 * sms && items < 5 * sms)
+    return two_warp_rows_spec(query_dtype(shape), 2, false, true);
+  if (shape.head_dim == 128 && (stacked || paged_16bit) && items > 3 * sms &&
       (blocks_per_split(shape, d) > 1 || shape.dtype == Dtype::fp8))
-    return many_items_d128_spec(query_dtype(shape), shape.dtype == Dtype::fp8, items, sms);
+    return many_items_d128_spec(query_dtype(shape), shape.dtype == Dtype::fp8, items, sms, shape.page_size > 0);
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
@@ -512,6 +523,9 @@ std::vector<KernelSpec> all_kernel_specs() {
             if (latency && d != 128) continue;  // the same tiles as the throughput variant
             out.push_back(decode_spec(d, dt, fp8, paged, 16, latency));
           }
+          if (d == 128 && paged && !fp8)
+            for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, false, six, true));
+          if (d == 64 && paged && !fp8) out.push_back(two_warp_rows_spec(dt, 2, false, true));
           if (d == 128 && !paged) {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
             for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, fp8, six));

@@ -92,13 +92,14 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 78 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 81 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
   // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; fp8's one-warp
-  // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 156u);
+  // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged 16-bit two-warp
+  // tilings (two at D = 128, one at D = 64); a combine per D.
+  EXPECT_EQ(all_kernel_specs().size(), 162u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -318,9 +319,19 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(100, 1), four);  // 800
   EXPECT_EQ(at(50, 4), four);   // 1600: 3 x 792 slots against 4 x 528
   EXPECT_EQ(at(150, 1), six);   // 1200: both pad to 1584
-  s.page_size = 16;             // paged: the four-warp tiles, two CTAs per SM
+  s.page_size = 16;  // paged 16-bit: the same choice, in paged variants
+  const auto specs = all_kernel_specs();
+  for (const auto& [paged, contiguous] : {std::pair{at(50, 1), six}, {at(107, 1), four}, {at(150, 1), six}}) {
+    EXPECT_TRUE(paged.paged) << paged.name();
+    EXPECT_NE(std::find(specs.begin(), specs.end(), paged), specs.end()) << paged.name();
+    KernelSpec unpaged = paged;
+    unpaged.paged = false;
+    EXPECT_EQ(unpaged, contiguous) << paged.name();
+  }
+  s.seqlen_k = 128;  // paged splits of one block: the four-warp tiles, two CTAs per SM
   EXPECT_EQ(at(50, 1).block_n, 64);
   EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);
+  s.seqlen_k = 8192;
   s.page_size = 0;
   EXPECT_EQ(at(50, 1, 4).block_n, 64);  // a margin: one CTA per SM
   s.seqlen_k = 128;                     // splits of one block: the four-warp tiles
@@ -425,6 +436,14 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(tiling(at(16, 4096, 16)), "n32s3o8");  // 2048: 1452 + 596, 1056 + 992
   EXPECT_EQ(tiling(at(188, 4096, 1)), "n64s2o3");  // 1504: 1452 + 52, 1056 + 448
   EXPECT_EQ(tiling(at(83, 16384, 1, Dtype::bf16, 16)), "n128s3o1");  // paged: as before
+  // Paged, past three items per SM and under five: the two-warp tiles six per SM too.
+  for (const KernelSpec& k : {at(50, 16384, 1, Dtype::bf16, 16), at(82, 300, 1, Dtype::bf16, 64)}) {
+    EXPECT_EQ(tiling(k), "n64s2o6") << k.name();
+    EXPECT_EQ(k.warps(), 2) << k.name();
+    EXPECT_TRUE(k.paged) << k.name();
+  }
+  EXPECT_EQ(at(49, 16384, 1, Dtype::bf16, 16).warps(), 4);  // 392 items: as before
+  EXPECT_EQ(at(50, 16384, 1, Dtype::fp8, 16).warps(), 4);   // an fp8 cache: as before
   EXPECT_EQ(at(83, 16384, 1, Dtype::bf16, 0, 4).warps(), 4);  // a margin: as before
   EXPECT_LE(11 * (at(83, 16384, 1).smem_bytes() + 1024), 228 * 1024);
   EXPECT_LE(8 * (at(200, 200, 1).smem_bytes() + 1024), 228 * 1024);
@@ -472,7 +491,7 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
        {at(33, 16384, 1), at(82, 256, 1), at(160, 256, 1), at(200, 200, 1), at(16, 16384, 2, Dtype::fp8),
         at(16, 16384, 1, Dtype::fp8), at(34, 16384, 1, Dtype::fp8), at(34, 128, 1, Dtype::fp8),
         at(34, 256, 1, Dtype::fp8), at(99, 1000, 1, Dtype::fp8), at(116, 1000, 1, Dtype::fp8), at(82, 256, 1),
-        at(50, 1000, 1, Dtype::fp8), at(67, 1000, 1, Dtype::fp8)})
+        at(50, 1000, 1, Dtype::fp8), at(67, 1000, 1, Dtype::fp8), at(50, 16384, 1, Dtype::bf16, 16)})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
 }
 
