@@ -282,10 +282,10 @@ bool rounds_fill(std::int64_t items, std::int64_t sms, const KernelSpec& k, int 
 // same run: 0.964 of the time (geomean), 0.855 to 1.026.
 // Between three and five items per SM, where the three-CTA tiles need a second round and
 // the one-warp ones do not pay yet, the two-warp 16-row tiles six per SM hold them in one
-// (bench/gpu/d64-mid.json under every tiling, docs/performance.md "Head dim 64"): B=135
-// Lk=409 Hq=64 Hkv=4 (540 items) 24.9 us instead of 30.3 at its best split (cuDNN 28.8),
-// B=160 Lk=800 49.8 instead of 54.4, B=100 Lk=200 (400) 12.3 instead of 13.3; at most 1%
-// slower on 480-500 items over 800 keys.
+// (bench/gpu/d64-mid.json under every tiling, docs/performance.md "D = 64 at three to five
+// items per SM"): B=135 Lk=409 Hq=64 Hkv=4 (540 items) 24.9 us instead of 30.3 at its best
+// split (cuDNN 28.8), B=160 Lk=800 49.8 instead of 54.4, B=100 Lk=200 (400) 12.3 instead of
+// 13.3; at most 1% slower on 480-500 items over 800 keys.
 KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
   const KernelSpec eleven = one_warp_spec(64, dtype, false, 2), eight = one_warp_spec(64, dtype, false, 3);
   if (items >= 5 * sms && rounds_fill(items, sms, eleven)) return eleven;
@@ -383,7 +383,7 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six, bool paged = f
 // A 16-bit cache keeps the two-warp tiles: on the same 22 shapes one-warp CTAs (six or
 // four per SM, its tiles being twice the bytes) were slower on 20, by up to 14%.
 KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms, bool paged = false) {
-  if (fp8_kv && !paged && items >= 6 * sms) {
+  if (fp8_kv && items >= 6 * sms) {
     const KernelSpec ten = one_warp_spec(128, dtype, true, 2), seven = one_warp_spec(128, dtype, true, 3);
     if (rounds_fill(items, sms, ten)) return ten;
     if (items > ten.min_ctas_per_sm * sms && rounds_fill(items, sms, seven)) return seven;
