@@ -14,13 +14,11 @@ import argparse
 import json
 import sys
 
+from shapes import describe
+
 
 def key(s):
     return json.dumps({k: s[k] for k in sorted(s)})
-
-
-def describe(s):
-    return "B=%d Lk=%d Hq=%d Hkv=%d D=%d" % (s["batch"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"])
 
 
 def main():

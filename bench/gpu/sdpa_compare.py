@@ -37,20 +37,13 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fp8_twins import describe as describe_fp8
 from fp8_twins import shape_key, target_checks, twin_pairs
-from shapes import kv_bytes
+from shapes import describe, kv_bytes
 
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 MIN_REPLAY_US = 200.0
 REPLAYS = 30
 WARMUP = 3
 MAX_CALLS = 4096
-
-
-def describe(s):
-    return "B=%d%s Lk=%d Hq=%d Hkv=%d D=%d%s%s" % (
-        s["batch"], " Lq=%d" % s["seqlen_q"] if s["seqlen_q"] > 1 else "", s["seqlen_k"], s["h_q"], s["h_kv"],
-        s["head_dim"], "" if s["dtype"] == "bf16" else " " + s["dtype"],
-        " pages of %d" % s["page_size"] if s.get("page_size", 0) else "")
 
 
 def decode_mask(s):
