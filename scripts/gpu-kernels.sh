@@ -28,6 +28,7 @@ out=${OUT:-$root/gpu-kernels-out}
 mkdir -p "$out"
 [ -n "${DB:-}" ] && cp "$DB" "$db"
 splits=${SPLITS:-1,2,3,4,6,8,12,16,24,32}
+domain=${DOMAIN:-models-decode}
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 oracle() {  # oracle WORKLOAD NAME [env...]: the best decision per shape, as JSON
@@ -47,8 +48,8 @@ compare() {  # compare NAME JSON...: cuDNN beside the oracle, with issue 18's su
   sed -n '/^| workload/,$p' "$out/$name.md"
 }
 
-domain_sample() {  # domain_sample FILE [SAMPLES DTYPE]: $DOMAIN (models-decode), SAMPLES ($SAMPLES) shapes drawn with seed $SEED
-  python3 - "${2:-${SAMPLES:-120}}" "${SEED:-18}" "${3:-bf16}" "${DOMAIN:-models-decode}" >"$1" <<'EOF'
+domain_sample() {  # domain_sample FILE [SAMPLES DTYPE]: $domain, SAMPLES ($SAMPLES) shapes drawn with seed $SEED
+  python3 - "${2:-${SAMPLES:-120}}" "${SEED:-18}" "${3:-bf16}" "$domain" >"$1" <<'EOF'
 import json, sys
 w = json.load(open("evaluator/workloads/%s.json" % sys.argv[4]))
 w["name"] = sys.argv[4] + "-sample"
@@ -110,9 +111,9 @@ for mode in "$@"; do
         "$out/oracle-many.json"
       ;;
     domain)
-      step "a fresh ${DOMAIN:-models-decode} sample against cuDNN"
-      domain_sample "$out/${DOMAIN:-models-decode}-sample.json"
-      oracle "$out/${DOMAIN:-models-decode}-sample.json" oracle-domain
+      step "a fresh $domain sample against cuDNN"
+      domain_sample "$out/$domain-sample.json"
+      oracle "$out/$domain-sample.json" oracle-domain
       compare report-domain "$out/oracle-domain.json"
       ;;
     fp8-domain)

@@ -11,6 +11,8 @@ import json
 import math
 import sys
 
+from shapes import describe
+
 
 def best_times(paths):
     best = {}
@@ -23,11 +25,6 @@ def best_times(paths):
             k = json.dumps({"shape": r["shape"], "decision": r.get("decision")}, sort_keys=True)
             best[k] = min(best.get(k, math.inf), r["median_us"])
     return best
-
-
-def describe(s):
-    return "%s B=%d Lk=%d Hq=%d Hkv=%d D=%d%s" % (s["dtype"], s["batch"], s["seqlen_k"], s["h_q"], s["h_kv"],
-                                                s["head_dim"], " paged" if s.get("page_size", 0) else "")
 
 
 def geomean(v):

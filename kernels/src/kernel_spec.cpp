@@ -286,11 +286,13 @@ bool rounds_fill(std::int64_t items, std::int64_t sms, const KernelSpec& k, int 
 // items per SM"): B=135 Lk=409 Hq=64 Hkv=4 (540 items) 24.9 us instead of 30.3 at its best
 // split (cuDNN 28.8), B=160 Lk=800 49.8 instead of 54.4, B=100 Lk=200 (400) 12.3 instead of
 // 13.3; at most 1% slower on 480-500 items over 800 keys.
+bool two_warp_rows_band(std::int64_t items, std::int64_t sms) { return items > 3 * sms && items < 5 * sms; }
+
 KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
   const KernelSpec eleven = one_warp_spec(64, dtype, false, 2), eight = one_warp_spec(64, dtype, false, 3);
   if (items >= 5 * sms && rounds_fill(items, sms, eleven)) return eleven;
   if (items > eleven.min_ctas_per_sm * sms && rounds_fill(items, sms, eight, 4)) return eight;
-  if (items > 3 * sms && items < 5 * sms) return two_warp_rows_spec(dtype, 2);
+  if (two_warp_rows_band(items, sms)) return two_warp_rows_spec(dtype, 2);
   return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms);
 }
 
@@ -460,7 +462,7 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // (1200) in sixes 93.2 instead of 97.0, B=232 Lk=854 Hq=32 Hkv=4 (928) in fours 146.8
   // instead of 149.7.
   const bool paged_16bit = shape.page_size > 0 && !margin && shape.dtype != Dtype::fp8;
-  if (shape.head_dim == 64 && paged_16bit && items > 3 * sms && items < 5 * sms)
+  if (shape.head_dim == 64 && paged_16bit && two_warp_rows_band(items, sms))
     return two_warp_rows_spec(query_dtype(shape), 2, false, true);
   if (shape.head_dim == 128 && (stacked || paged_16bit) && items > 3 * sms &&
       (blocks_per_split(shape, d) > 1 || shape.dtype == Dtype::fp8))
