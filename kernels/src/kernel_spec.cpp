@@ -235,8 +235,8 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
 //    1004.9 us instead of 1076.1, B=237 Lk=6020 Hq=14 Hkv=2 243.2 instead of 249.5, B=48
 //    Lk=1024 37.3 instead of 39.6. Under two per SM their single tile in flight starves the
 //    SMs that hold one CTA: B=46 Lk=641 Hq=64 Hkv=4 (184 items) 18.35 us against 16.77.
-KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
-  KernelSpec s = decode_spec(64, dtype, false, false, 16, false);
+KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas, bool paged = false) {
+  KernelSpec s = decode_spec(64, dtype, false, paged, 16, false);
   s.block_n = 64;
   if (three_ctas) s.stages = 2, s.min_ctas_per_sm = 3;
   return s;
@@ -250,8 +250,8 @@ KernelSpec many_items_d64_spec(Dtype dtype, bool three_ctas) {
 // streams where the two-warp tiles hold four to six. They pay from five or six items per SM while every round
 // of them holds about five per SM; fewer, and each SM's few warps run at one warp's pace
 // (measured: d64_16bit_spec, fp8_d64_spec, many_items_d128_spec).
-KernelSpec one_warp_spec(int head_dim, Dtype dtype, bool fp8_kv, int stages) {
-  KernelSpec s = decode_spec(head_dim, dtype, fp8_kv, false, 16, false);
+KernelSpec one_warp_spec(int head_dim, Dtype dtype, bool fp8_kv, int stages, bool paged = false) {
+  KernelSpec s = decode_spec(head_dim, dtype, fp8_kv, paged, 16, false);
   s.block_n = 32;
   s.warps_n = 1;
   s.stages = stages;
@@ -267,7 +267,7 @@ bool rounds_fill(std::int64_t items, std::int64_t sms, const KernelSpec& k, int 
   return last == 0 || last >= least * sms;
 }
 
-// Head dim 64, a 16-bit cache (contiguous, no margin), more items than SMs: from five items
+// Head dim 64, a 16-bit cache (contiguous or paged, no margin), more items than SMs: from five items
 // per SM one-warp CTAs (one_warp_spec), eleven per SM in two stages while their last round
 // holds five per SM, else eight in three past eleven per SM while theirs holds four; otherwise
 // many_items_d64_spec. 37 shapes of 200 to 2048 items under each tiling on an H100, best of
@@ -288,12 +288,12 @@ bool rounds_fill(std::int64_t items, std::int64_t sms, const KernelSpec& k, int 
 // 13.3; at most 1% slower on 480-500 items over 800 keys.
 bool two_warp_rows_band(std::int64_t items, std::int64_t sms) { return items > 3 * sms && items < 5 * sms; }
 
-KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
-  const KernelSpec eleven = one_warp_spec(64, dtype, false, 2), eight = one_warp_spec(64, dtype, false, 3);
+KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split, bool paged) {
+  const KernelSpec eleven = one_warp_spec(64, dtype, false, 2, paged), eight = one_warp_spec(64, dtype, false, 3, paged);
   if (items >= 5 * sms && rounds_fill(items, sms, eleven)) return eleven;
   if (items > eleven.min_ctas_per_sm * sms && rounds_fill(items, sms, eight, 4)) return eight;
-  if (two_warp_rows_band(items, sms)) return two_warp_rows_spec(dtype, 2);
-  return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms);
+  if (two_warp_rows_band(items, sms)) return two_warp_rows_spec(dtype, 2, false, paged);
+  return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms, paged);
 }
 
 // An fp8 cache at D = 64, contiguous, no margin: up to 4 four-warp CTAs share an SM whatever
@@ -353,14 +353,14 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six, bool paged = f
 }
 
 // D = 128 (no margin; contiguous, or paged 16-bit) past three items per SM, splits of more than one block
-// (any split over an fp8 cache): 16-row tiles of two warps over 32-key K/V tiles (64
+// (any split over an fp8 cache or a paged one): 16-row tiles of two warps over 32-key K/V tiles (64
 // threads, at most 168 registers), six CTAs per SM in two stages or four in three. More CTAs
 // per SM hide each one's wait for its first tile, most of a short split, and two stages keep
 // the bytes in flight of six CTAs near the four-warp variant's two (bench/gpu/many-items.json
 // on an H100, against the 64-row four-warp tiles this replaced): B=211 Lk=159 Hq=32 Hkv=2
 // 18.1 us instead of 21.0, B=150 Lk=200 Hq=24 Hkv=8 48.5 instead of 51.0, B=64 Lk=8192 Hq=64
 // Hkv=8 687.6 instead of 698.8; an fp8 cache 13.4 instead of 17.8 and 34.9 instead of 41.3
-// (B=107 Lk=325 Hq=16 Hkv=8). Splits of one block keep the four-warp tiles in 16-bit (B=200
+// (B=107 Lk=325 Hq=16 Hkv=8). Splits of one block keep the four-warp tiles over a contiguous 16-bit cache (B=200
 // Lk=100 Hq=64 Hkv=8: 43.8 us against 40.2), not over an fp8 cache, whose block is half the
 // bytes: the same shape 34.3 us in fours against 39.8, B=150 Lk=64 Hq=40 Hkv=8 17.5 in sixes
 // against 26.9 (bench/gpu/fp8-short.json). Six per SM unless the items leave a last wave
@@ -449,23 +449,28 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // Contiguous KV and no margin: the grid stacks CTAs on SMs, and the variants sized by
   // items per SM below apply.
   const bool stacked = shape.page_size == 0 && !margin;
-  if (shape.head_dim == 64 && stacked) {
-    if (shape.dtype == Dtype::fp8) return fp8_d64_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d));
-    if (items > sms) return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d));
-  }
-  // A paged 16-bit cache (no margin) takes the two-warp tiles where the contiguous one does
-  // from three items per SM: at D = 64 six per SM up to five items per SM, at D = 128 the
-  // fours or sixes of many_items_d128_spec over splits of more than one block. Measured with
-  // each tiling forced on paged shapes (pages of 1, 16 and 64; docs/performance.md, "Paged
-  // caches against cuDNN"): B=73 Lk=645 Hq=128 Hkv=8 D=64 (584 items) 41.4 us instead of
-  // 53.4, B=120 Lk=1000 Hq=64 Hkv=4 D=64 48.9 instead of 52.8, B=150 Lk=400 Hq=32 Hkv=8
-  // (1200) in sixes 93.2 instead of 97.0, B=232 Lk=854 Hq=32 Hkv=4 (928) in fours 146.8
-  // instead of 149.7.
+  // A paged 16-bit cache (no margin) takes the contiguous cache's tiles for many items: at
+  // D = 64 all of d64_16bit_spec, at D = 128 the fours or sixes of many_items_d128_spec from
+  // three items per SM, over splits of one block too. Against the tiles the paged cache had
+  // (64 threads per row tile over 128- or 64-key tiles), every tiling forced on paged shapes
+  // of pages of 1, 16 and 64 (docs/performance.md, "Paged caches against cuDNN"): D = 64
+  // B=114 Lk=554 Hq=128 Hkv=8 (912 items) 52.3 us in elevens instead of 61.6, B=256 Lk=150
+  // Hq=16 Hkv=8 36.4 in eights instead of 53.5, B=73 Lk=645 (584) 41.4 in sixes instead of
+  // 53.4, B=45 Lk=900 Hq=32 Hkv=8 (360) 34.7 in 64-key tiles instead of 42.3; D = 128
+  // B=150 Lk=64 Hq=40 Hkv=8 23.2 in sixes instead of 32.8, B=150 Lk=400 Hq=32 Hkv=8 93.2
+  // instead of 97.0. Checked by A/B on fresh paged shapes (bench/gpu/paged-rule.json,
+  // paged-one-block.json).
   const bool paged_16bit = shape.page_size > 0 && !margin && shape.dtype != Dtype::fp8;
-  if (shape.head_dim == 64 && paged_16bit && two_warp_rows_band(items, sms))
-    return two_warp_rows_spec(query_dtype(shape), 2, false, true);
+  if (shape.head_dim == 64 && stacked && shape.dtype == Dtype::fp8)
+    return fp8_d64_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d));
+  // Over a paged cache the 128-key tiles stay while most SMs would hold one of their CTAs,
+  // which keep more of the gather in flight: B=22 Lk=94 Hq=32 Hkv=8 (176 items) 6.41 us
+  // against 6.59, B=70 Lk=1170 Hq=8 Hkv=2 (140) 21.7 against 22.1; from 200 items they were
+  // 2-4% slower (B=25 Lk=683 Hq=128 Hkv=8 18.9 us against 18.3).
+  if (shape.head_dim == 64 && (stacked ? items > sms : paged_16bit && 2 * items > 3 * sms))
+    return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d), shape.page_size > 0);
   if (shape.head_dim == 128 && (stacked || paged_16bit) && items > 3 * sms &&
-      (blocks_per_split(shape, d) > 1 || shape.dtype == Dtype::fp8))
+      (blocks_per_split(shape, d) > 1 || shape.dtype == Dtype::fp8 || paged_16bit))
     return many_items_d128_spec(query_dtype(shape), shape.dtype == Dtype::fp8, items, sms, shape.page_size > 0);
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
@@ -527,7 +532,6 @@ std::vector<KernelSpec> all_kernel_specs() {
           }
           if (d == 128 && paged && !fp8)
             for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, false, six, true));
-          if (d == 64 && paged && !fp8) out.push_back(two_warp_rows_spec(dt, 2, false, true));
           if (d == 128 && !paged) {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
             for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, fp8, six));
@@ -543,10 +547,13 @@ std::vector<KernelSpec> all_kernel_specs() {
             for (int blocks : {1, 2}) out.push_back(fp8_d64_spec(dt, 3, 1, blocks));  // short splits
             for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
           }
-          if (d == 64 && !paged && !fp8)
-            for (KernelSpec k : {many_items_d64_spec(dt, false), many_items_d64_spec(dt, true), two_warp_rows_spec(dt, 2),
-                                 two_warp_rows_spec(dt, 3), one_warp_spec(d, dt, false, 2), one_warp_spec(d, dt, false, 3)})
+          if (d == 64 && !fp8) {  // d64_16bit_spec, contiguous or paged
+            for (KernelSpec k : {many_items_d64_spec(dt, false, paged), many_items_d64_spec(dt, true, paged),
+                                 two_warp_rows_spec(dt, 2, false, paged), one_warp_spec(d, dt, false, 2, paged),
+                                 one_warp_spec(d, dt, false, 3, paged)})
               out.push_back(k);
+            if (!paged) out.push_back(two_warp_rows_spec(dt, 3));  // long packed groups (long_group_spec)
+          }
           if (d == 256) continue;
           for (auto [block_m, block_n] : {std::pair{32, 64}, {32, 128}, {64, 64}})
             out.push_back(packed_rows_spec(d, dt, fp8, paged, block_m, block_n));

@@ -99,7 +99,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; fp8's one-warp
   // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged 16-bit two-warp
   // tilings (two at D = 128, one at D = 64); a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 162u);
+  EXPECT_EQ(all_kernel_specs().size(), 170u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -328,9 +328,9 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
     unpaged.paged = false;
     EXPECT_EQ(unpaged, contiguous) << paged.name();
   }
-  s.seqlen_k = 128;  // paged splits of one block: the four-warp tiles, two CTAs per SM
-  EXPECT_EQ(at(50, 1).block_n, 64);
-  EXPECT_EQ(at(50, 1).min_ctas_per_sm, 1);
+  s.seqlen_k = 128;  // paged splits of one block: the two-warp tiles too, unlike contiguous ones
+  EXPECT_EQ(at(50, 1).name(), [&] { KernelSpec k = six; k.paged = true; return k.name(); }());
+  EXPECT_EQ(at(33, 1).warps(), 4);  // 264 items: under three per SM
   s.seqlen_k = 8192;
   s.page_size = 0;
   EXPECT_EQ(at(50, 1, 4).block_n, 64);  // a margin: one CTA per SM
@@ -435,14 +435,21 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(tiling(at(200, 200, 1)), "n32s3o8");   // 1600: 1452 + 148 in elevens, 1056 + 544 in eights
   EXPECT_EQ(tiling(at(16, 4096, 16)), "n32s3o8");  // 2048: 1452 + 596, 1056 + 992
   EXPECT_EQ(tiling(at(188, 4096, 1)), "n64s2o3");  // 1504: 1452 + 52, 1056 + 448
-  EXPECT_EQ(tiling(at(83, 16384, 1, Dtype::bf16, 16)), "n128s3o1");  // paged: as before
-  // Paged, past three items per SM and under five: the two-warp tiles six per SM too.
-  for (const KernelSpec& k : {at(50, 16384, 1, Dtype::bf16, 16), at(82, 300, 1, Dtype::bf16, 64)}) {
-    EXPECT_EQ(tiling(k), "n64s2o6") << k.name();
-    EXPECT_EQ(k.warps(), 2) << k.name();
-    EXPECT_TRUE(k.paged) << k.name();
+  // Paged 16-bit caches: the same tiles in paged variants, from one and a half items per SM
+  // (while most SMs would hold one CTA, the 128-row tiles).
+  const auto specs = all_kernel_specs();
+  for (const auto& [paged, contiguous] :
+       {std::pair{at(83, 16384, 1, Dtype::bf16, 16), at(83, 16384, 1)}, {at(200, 200, 1, Dtype::bf16, 1), at(200, 200, 1)},
+        {at(50, 16384, 1, Dtype::bf16, 16), at(50, 16384, 1)}, {at(82, 300, 1, Dtype::bf16, 64), at(82, 300, 1)},
+        {at(49, 16384, 1, Dtype::bf16, 16), at(49, 16384, 1)}, {at(25, 16384, 1, Dtype::bf16, 16), at(25, 16384, 1)}}) {
+    EXPECT_TRUE(paged.paged) << paged.name();
+    EXPECT_NE(std::find(specs.begin(), specs.end(), paged), specs.end()) << paged.name();
+    KernelSpec unpaged = paged;
+    unpaged.paged = false;
+    EXPECT_EQ(unpaged, contiguous) << paged.name();
   }
-  EXPECT_EQ(at(49, 16384, 1, Dtype::bf16, 16).warps(), 4);  // 392 items: as before
+  EXPECT_EQ(tiling(at(24, 16384, 1, Dtype::bf16, 16)), "n128s3o1");  // 192 items
+  EXPECT_EQ(tiling(at(24, 16384, 1)), "n64s3o1");
   EXPECT_EQ(at(50, 16384, 1, Dtype::fp8, 16).warps(), 4);   // an fp8 cache: as before
   EXPECT_EQ(at(83, 16384, 1, Dtype::bf16, 0, 4).warps(), 4);  // a margin: as before
   EXPECT_LE(11 * (at(83, 16384, 1).smem_bytes() + 1024), 228 * 1024);
