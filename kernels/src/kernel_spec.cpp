@@ -329,13 +329,18 @@ KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int
 //    under every tiling): B=135 Lk=409 Hq=64 Hkv=4 (540 items) 16.8 us instead of 21.0,
 //    B=90 Lk=800 Hq=128 Hkv=8 (720) 31.7 instead of 38.0, B=135 Lk=1500 43.1 instead of 48.5
 //    at their best splits; B=256 Lk=800 Hq=32 Hkv=2 (512) 24.0 instead of 24.5.
-KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split) {
-  if (items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3);
-  if (const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2); items >= 7 * sms && rounds_fill(items, sms, sixteen))
+KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split, bool paged = false) {
+  // Paged, the one-warp CTAs spill their page ids at 16 or 14 per SM (128 registers); the
+  // two-warp sixes stand in: B=237 Lk=270 Hq=32 Hkv=8 (1896 items) 41.2 us instead of 49.4.
+  if (!paged && items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3);
+  if (const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2); !paged && items >= 7 * sms && rounds_fill(items, sms, sixteen))
     return sixteen;
-  if (items > 2 * sms && blocks_per_split <= 2) return two_warp_rows_spec(dtype, blocks_per_split == 1 ? 2 : 3, true);
-  if (items > 3 * sms && items < 6 * sms) return two_warp_rows_spec(dtype, items > 4 * sms ? 2 : 3, true);
-  KernelSpec s = decode_spec(64, dtype, true, false, 16, false);
+  // Paged splits of two blocks keep the 64-key tiles below: B=71 Lk=232 Hq=16 Hkv=4 (284
+  // items) 9.8 us against 10.4 in the two-warp fours, B=163 Lk=248 Hq=14 Hkv=2 9.9 against 10.7.
+  if (items > 2 * sms && (blocks_per_split == 1 || (blocks_per_split == 2 && !paged)))
+    return two_warp_rows_spec(dtype, blocks_per_split == 1 ? 2 : 3, true, paged);
+  if (items > 3 * sms && (items < 6 * sms || paged)) return two_warp_rows_spec(dtype, items > 4 * sms ? 2 : 3, true, paged);
+  KernelSpec s = decode_spec(64, dtype, true, paged, 16, false);
   s.block_n = items <= sms ? 128 : 64;
   s.stages = items <= 2 * sms ? 4 : 3;
   return s;
@@ -385,12 +390,21 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six, bool paged = f
 // A 16-bit cache keeps the two-warp tiles: on the same 22 shapes one-warp CTAs (six or
 // four per SM, its tiles being twice the bytes) were slower on 20, by up to 14%.
 KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms, bool paged = false) {
+  auto padded = [items](std::int64_t slots) { return (items + slots - 1) / slots * slots; };
+  if (fp8_kv && paged) {
+    // The tens and the sixes spill a paged cache's page ids (168 registers); of the sevens and
+    // the fours, the one whose rounds pad fewer slots. Every tiling forced on paged fp8 shapes
+    // (bench/gpu/fp8-paged.json): B=97 Lk=470 Hq=16 Hkv=8 (776 items) 41.8 us in sevens
+    // against 50.1 in fours, B=253 Lk=3172 Hq=20 Hkv=4 (1012: 924 + 88 in sevens) 297.6 in
+    // fours against 339.4.
+    const KernelSpec seven = one_warp_spec(128, dtype, true, 3, true);
+    return padded(seven.min_ctas_per_sm * sms) <= padded(4 * sms) ? seven : two_warp_d128_spec(dtype, true, false, true);
+  }
   if (fp8_kv && items >= 6 * sms) {
-    const KernelSpec ten = one_warp_spec(128, dtype, true, 2), seven = one_warp_spec(128, dtype, true, 3);
+    const KernelSpec ten = one_warp_spec(128, dtype, true, 2, paged), seven = one_warp_spec(128, dtype, true, 3, paged);
     if (rounds_fill(items, sms, ten)) return ten;
     if (items > ten.min_ctas_per_sm * sms && rounds_fill(items, sms, seven)) return seven;
   }
-  auto padded = [items](std::int64_t slots) { return (items + slots - 1) / slots * slots; };
   // Where the items fit one wave of fours, an fp8 cache keeps the third stage (its tiles
   // carry half the bytes): B=60 Lk=2000 Hq=32 Hkv=8 89.0 us in fours, 94.1 in sixes.
   const std::int64_t one_wave = fp8_kv ? 4 * sms : 6 * sms;
@@ -449,10 +463,10 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // Contiguous KV and no margin: the grid stacks CTAs on SMs, and the variants sized by
   // items per SM below apply.
   const bool stacked = shape.page_size == 0 && !margin;
-  // A paged 16-bit cache (no margin) takes the contiguous cache's tiles for many items: at
-  // D = 64 all of d64_16bit_spec, at D = 128 the fours or sixes of many_items_d128_spec from
-  // three items per SM, over splits of one block too. Against the tiles the paged cache had
-  // (64 threads per row tile over 128- or 64-key tiles), every tiling forced on paged shapes
+  // A paged cache (no margin) takes the contiguous cache's tiles for many items: at D = 64
+  // those of d64_16bit_spec or fp8_d64_spec, at D = 128 those of many_items_d128_spec from
+  // three items per SM, over splits of one block too. Against the four-warp tiles the paged
+  // cache had (128- or 64-key tiles), every tiling forced on paged shapes
   // of pages of 1, 16 and 64 (docs/performance.md, "Paged caches against cuDNN"): D = 64
   // B=114 Lk=554 Hq=128 Hkv=8 (912 items) 52.3 us in elevens instead of 61.6, B=256 Lk=150
   // Hq=16 Hkv=8 36.4 in eights instead of 53.5, B=73 Lk=645 (584) 41.4 in sixes instead of
@@ -460,18 +474,21 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // B=150 Lk=64 Hq=40 Hkv=8 23.2 in sixes instead of 32.8, B=150 Lk=400 Hq=32 Hkv=8 93.2
   // instead of 97.0. Checked by A/B on fresh paged shapes (bench/gpu/paged-rule.json,
   // paged-one-block.json).
-  const bool paged_16bit = shape.page_size > 0 && !margin && shape.dtype != Dtype::fp8;
-  if (shape.head_dim == 64 && stacked && shape.dtype == Dtype::fp8)
-    return fp8_d64_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d));
-  // Over a paged cache the 128-key tiles stay while most SMs would hold one of their CTAs,
-  // which keep more of the gather in flight: B=22 Lk=94 Hq=32 Hkv=8 (176 items) 6.41 us
+  const bool paged = shape.page_size > 0 && !margin, fp8 = shape.dtype == Dtype::fp8;
+  // Over a paged fp8 cache, from two items per SM (where the tilings were measured on paged
+  // shapes): B=230 Lk=77 Hq=32 Hkv=8 (1840 items) 14.6 us in sixteens instead of 29.0,
+  // B=160 Lk=682 Hq=64 Hkv=4 28.8 in sixes instead of 36.0; at D = 128, B=215 Lk=101 Hq=32
+  // Hkv=8 32.4 in sevens instead of 48.6, B=235 Lk=65 Hq=16 Hkv=2 11.1 in fours instead of 15.0.
+  if (shape.head_dim == 64 && fp8 && (stacked || (paged && items > 2 * sms)))
+    return fp8_d64_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d), paged);
+  // Over a paged 16-bit cache the 128-key tiles stay while most SMs would hold one of their
+  // CTAs, which keep more of the gather in flight: B=22 Lk=94 Hq=32 Hkv=8 (176 items) 6.41 us
   // against 6.59, B=70 Lk=1170 Hq=8 Hkv=2 (140) 21.7 against 22.1; from 200 items they were
   // 2-4% slower (B=25 Lk=683 Hq=128 Hkv=8 18.9 us against 18.3).
-  if (shape.head_dim == 64 && (stacked ? items > sms : paged_16bit && 2 * items > 3 * sms))
-    return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d), shape.page_size > 0);
-  if (shape.head_dim == 128 && (stacked || paged_16bit) && items > 3 * sms &&
-      (blocks_per_split(shape, d) > 1 || shape.dtype == Dtype::fp8 || paged_16bit))
-    return many_items_d128_spec(query_dtype(shape), shape.dtype == Dtype::fp8, items, sms, shape.page_size > 0);
+  if (shape.head_dim == 64 && !fp8 && (stacked ? items > sms : paged && 2 * items > 3 * sms))
+    return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d), paged);
+  if (shape.head_dim == 128 && (stacked || paged) && items > 3 * sms && (blocks_per_split(shape, d) > 1 || fp8 || paged))
+    return many_items_d128_spec(query_dtype(shape), fp8, items, sms, paged);
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
@@ -530,8 +547,11 @@ std::vector<KernelSpec> all_kernel_specs() {
             if (latency && d != 128) continue;  // the same tiles as the throughput variant
             out.push_back(decode_spec(d, dt, fp8, paged, 16, latency));
           }
-          if (d == 128 && paged && !fp8)
-            for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, false, six, true));
+          if (d == 128 && paged) {  // many_items_d128_spec
+            for (bool six : {true, false})
+              if (!(fp8 && six)) out.push_back(two_warp_d128_spec(dt, fp8, six, true));
+            if (fp8) out.push_back(one_warp_spec(d, dt, true, 3, true));
+          }
           if (d == 128 && !paged) {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
             for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, fp8, six));
@@ -541,11 +561,14 @@ std::vector<KernelSpec> all_kernel_specs() {
           if (d == 256 && !paged && fp8)
             for (std::int64_t items : {2, 3}) out.push_back(many_items_fp8_d256_spec(dt, items, 1));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
-          if (d == 64 && !paged && fp8) {
-            // One, two and three items per SM (fp8_d64_spec).
-            for (int items : {1, 2, 3}) out.push_back(fp8_d64_spec(dt, items, 1, 3));
-            for (int blocks : {1, 2}) out.push_back(fp8_d64_spec(dt, 3, 1, blocks));  // short splits
-            for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
+          if (d == 64 && fp8) {
+            // One, two and three items per SM (fp8_d64_spec; paged caches from three, the
+            // 64-row tiles above).
+            for (int items : {1, 2, 3})
+              if (!paged) out.push_back(fp8_d64_spec(dt, items, 1, 3));
+            for (int blocks : {1, 2}) out.push_back(fp8_d64_spec(dt, 3, 1, blocks, paged));  // short splits
+            if (!paged)
+              for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
           }
           if (d == 64 && !fp8) {  // d64_16bit_spec, contiguous or paged
             for (KernelSpec k : {many_items_d64_spec(dt, false, paged), many_items_d64_spec(dt, true, paged),

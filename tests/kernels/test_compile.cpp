@@ -99,7 +99,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; fp8's one-warp
   // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged 16-bit two-warp
   // tilings (two at D = 128, one at D = 64); a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 170u);
+  EXPECT_EQ(all_kernel_specs().size(), 178u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -366,8 +366,15 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   // Neither: the two-warp tiles as before (1352: 1320 + 32 in tens, 924 + 428 in sevens).
   EXPECT_EQ(at(169, 1).warps(), 2);
   EXPECT_EQ(at(169, 1).min_ctas_per_sm, 6);
-  s.page_size = 16;  // paged: as before
-  EXPECT_EQ(at(99, 1).warps(), 4);
+  s.page_size = 16;  // paged: no tens or sixes (they spill the page ids); sevens or fours, the fewer padded slots
+  auto paged = [](KernelSpec k) {
+    k.paged = true;
+    return k;
+  };
+  EXPECT_EQ(at(99, 1), paged(seven8));  // 792: 924 slots against 1056
+  EXPECT_EQ(at(80, 1), paged(seven8));  // 640: 924 against 1056
+  EXPECT_EQ(at(60, 1), paged(four8));   // 480: 924 against 528
+  EXPECT_EQ(at(130, 1), paged(four8));  // 1040: 1848 against 1056
   s.page_size = 0;
   EXPECT_EQ(at(99, 1, 4).warps(), 4);  // a margin: as before
   s.dtype = Dtype::bf16;  // 16-bit: the two-warp tiles
@@ -450,7 +457,14 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   }
   EXPECT_EQ(tiling(at(24, 16384, 1, Dtype::bf16, 16)), "n128s3o1");  // 192 items
   EXPECT_EQ(tiling(at(24, 16384, 1)), "n64s3o1");
-  EXPECT_EQ(at(50, 16384, 1, Dtype::fp8, 16).warps(), 4);   // an fp8 cache: as before
+  // Paged fp8: the contiguous tiles from two items per SM, save the one-warp CTAs (they spill
+  // the page ids) and the two-warp fours over splits of two blocks.
+  auto paged = [](KernelSpec k) {
+    k.paged = true;
+    return k;
+  };
+  EXPECT_EQ(at(50, 16384, 1, Dtype::fp8, 16), paged(at(50, 16384, 1, Dtype::fp8)));  // 400 items
+  EXPECT_EQ(tiling(at(33, 16384, 1, Dtype::fp8, 16)), "n128s3o1");                  // 264: as before
   EXPECT_EQ(at(83, 16384, 1, Dtype::bf16, 0, 4).warps(), 4);  // a margin: as before
   EXPECT_LE(11 * (at(83, 16384, 1).smem_bytes() + 1024), 228 * 1024);
   EXPECT_LE(8 * (at(200, 200, 1).smem_bytes() + 1024), 228 * 1024);
@@ -466,7 +480,9 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(at(34, 256, 1, Dtype::fp8).warps(), 2);
   EXPECT_EQ(at(34, 257, 1, Dtype::fp8).warps(), 4);  // three blocks: as before
   EXPECT_EQ(at(33, 128, 1, Dtype::fp8).warps(), 4);  // 264 items: as before
-  EXPECT_EQ(at(34, 128, 1, Dtype::fp8, 16).warps(), 4);  // paged: as before
+  EXPECT_EQ(at(34, 128, 1, Dtype::fp8, 16), paged(at(34, 128, 1, Dtype::fp8)));
+  EXPECT_EQ(tiling(at(34, 256, 1, Dtype::fp8, 16)), "n64s3o1");  // paged over two blocks: four warps
+  EXPECT_EQ(at(34, 256, 1, Dtype::fp8, 16).warps(), 4);
   // fp8 between three and six items per SM over longer splits: two-warp tiles, four per SM
   // in three stages up to four items per SM, six in two beyond.
   EXPECT_EQ(at(49, 1000, 1, Dtype::fp8).warps(), 4);  // 392 items: as before
@@ -476,7 +492,7 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(tiling(at(67, 1000, 1, Dtype::fp8)), "n64s2o6");  // 536
   EXPECT_EQ(tiling(at(98, 1000, 1, Dtype::fp8)), "n64s2o6");  // 784: under six per SM
   EXPECT_EQ(at(98, 1000, 1, Dtype::fp8).warps(), 2);
-  EXPECT_EQ(at(67, 1000, 1, Dtype::fp8, 16).warps(), 4);  // paged: as before
+  EXPECT_EQ(at(67, 1000, 1, Dtype::fp8, 16), paged(at(67, 1000, 1, Dtype::fp8)));
   // fp8 from six items per SM: one-warp CTAs over 32-key tiles, fourteen per SM in three
   // stages up to seven per SM, sixteen in two beyond while each round holds five per SM.
   EXPECT_EQ(tiling(at(99, 1000, 1, Dtype::fp8)), "n32s3o14");  // 792
@@ -486,7 +502,7 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(tiling(at(264, 1000, 1, Dtype::fp8)), "n32s2o16");  // 2112: one round of sixteen
   EXPECT_EQ(tiling(at(29, 1000, 16, Dtype::fp8)), "n32s2o16");  // 3712: 2112 + 1600
   EXPECT_EQ(at(270, 1000, 1, Dtype::fp8).warps(), 4);  // 2160: 2112 + 48, as before
-  EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 16).warps(), 4);  // paged: as before
+  EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 16), paged(at(67, 1000, 1, Dtype::fp8)));  // paged: the two-warp sixes
   EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 0, 4).warps(), 4);  // a margin: as before
   EXPECT_LE(16 * (at(116, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
   EXPECT_LE(14 * (at(99, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
