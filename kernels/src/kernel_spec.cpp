@@ -401,7 +401,7 @@ KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, st
     return padded(seven.min_ctas_per_sm * sms) <= padded(4 * sms) ? seven : two_warp_d128_spec(dtype, true, false, true);
   }
   if (fp8_kv && items >= 6 * sms) {
-    const KernelSpec ten = one_warp_spec(128, dtype, true, 2, paged), seven = one_warp_spec(128, dtype, true, 3, paged);
+    const KernelSpec ten = one_warp_spec(128, dtype, true, 2), seven = one_warp_spec(128, dtype, true, 3);
     if (rounds_fill(items, sms, ten)) return ten;
     if (items > ten.min_ctas_per_sm * sms && rounds_fill(items, sms, seven)) return seven;
   }
@@ -561,12 +561,10 @@ std::vector<KernelSpec> all_kernel_specs() {
           if (d == 256 && !paged && fp8)
             for (std::int64_t items : {2, 3}) out.push_back(many_items_fp8_d256_spec(dt, items, 1));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
-          if (d == 64 && fp8) {
-            // One, two and three items per SM (fp8_d64_spec; paged caches from three, the
-            // 64-row tiles above).
+          if (d == 64 && fp8) {  // fp8_d64_spec: paged caches from three items per SM, no one-warp CTAs
             for (int items : {1, 2, 3})
-              if (!paged) out.push_back(fp8_d64_spec(dt, items, 1, 3));
-            for (int blocks : {1, 2}) out.push_back(fp8_d64_spec(dt, 3, 1, blocks, paged));  // short splits
+              if (!paged || items == 3) out.push_back(fp8_d64_spec(dt, items, 1, 3, paged));
+            for (int stages : {2, 3}) out.push_back(two_warp_rows_spec(dt, stages, true, paged));
             if (!paged)
               for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
           }

@@ -99,7 +99,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; fp8's one-warp
   // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged 16-bit two-warp
   // tilings (two at D = 128, one at D = 64); a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 178u);
+  EXPECT_EQ(all_kernel_specs().size(), 180u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -193,9 +193,12 @@ TEST(KernelSpecs, Fp8VariantsStageHalfTheBytes) {
     EXPECT_EQ(k.smem_bytes(), l8.total) << k.name();
     EXPECT_LT(k.smem_bytes(), l16.total) << k.name();
     EXPECT_NE(k.name(), wide.name());
-    // Every fp8 tiling but D = 64's four-stage ones, D = 256's two-stage one and the one-warp
-    // ones is also a 16-bit one.
-    if ((k.head_dim == 64 && k.stages == 4) || (k.head_dim == 256 && k.stages == 2) || k.warps() == 1) continue;
+    // Every fp8 tiling but D = 64's four-stage ones, D = 256's two-stage one, the one-warp
+    // ones and the paged two-warp fours of D = 64 (a paged 16-bit cache takes sixes there) is
+    // also a 16-bit one.
+    if ((k.head_dim == 64 && k.stages == 4) || (k.head_dim == 256 && k.stages == 2) || k.warps() == 1 ||
+        (k.head_dim == 64 && k.paged && k.warps() == 2 && k.stages == 3))
+      continue;
     EXPECT_NE(std::find(all.begin(), all.end(), wide), all.end()) << k.name() << " has no 16-bit twin";
   }
   Shape s;
@@ -516,6 +519,33 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
         at(34, 256, 1, Dtype::fp8), at(99, 1000, 1, Dtype::fp8), at(116, 1000, 1, Dtype::fp8), at(82, 256, 1),
         at(50, 1000, 1, Dtype::fp8), at(67, 1000, 1, Dtype::fp8), at(50, 16384, 1, Dtype::bf16, 16)})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+}
+
+// Whatever spec_for picks for a decision is among the variants CI compiles: every head dim,
+// dtype and layout, over items per SM from a fraction to dozens, split lengths of one block
+// to many, with and without an SM margin.
+TEST(KernelSpecs, EveryDecisionsVariantIsAmongTheCompiledOnes) {
+  const auto all = all_kernel_specs();
+  int checked = 0;
+  for (int d : {64, 128, 256})
+    for (Dtype dtype : {Dtype::bf16, Dtype::fp16, Dtype::fp8})
+      for (Dtype q : {Dtype::bf16, Dtype::fp16}) {
+        if (dtype != Dtype::fp8 && q == Dtype::fp16) continue;
+        for (int page : {0, 1, 16, 64})
+          for (auto [hq, hkv] : {std::pair{8, 8}, {32, 8}, {64, 4}, {71, 1}})
+            for (int batch : {1, 7, 40, 99, 130, 211, 256})
+              for (int seqlen_k : {64, 129, 250, 1000, 8192})
+                for (int splits : {1, 2, 3, 8, 32})
+                  for (int margin : {0, 4}) {
+                    const Shape s{batch, 1, seqlen_k, hq, hkv, d, dtype, page, true, q};
+                    const KernelSpec k = spec_for(s, Decision{splits, true, margin}, 132);
+                    ++checked;
+                    ASSERT_NE(std::find(all.begin(), all.end(), k), all.end())
+                        << k.name() << " for B=" << batch << " Lk=" << seqlen_k << " Hq=" << hq << " Hkv=" << hkv
+                        << " D=" << d << " page " << page << " splits " << splits << " margin " << margin;
+                  }
+      }
+  EXPECT_GT(checked, 50000);
 }
 
 TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
