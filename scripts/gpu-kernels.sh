@@ -14,6 +14,8 @@
 #   bash scripts/gpu-kernels.sh fp8-domain # $FP8_SAMPLES models-decode fp8 caches of 256 MB-3 GB (seed $SEED) against 16-bit
 #   bash scripts/gpu-kernels.sh order      # that sample's fa3 times in its order and reversed: does one depend on the last?
 #   bash scripts/gpu-kernels.sh grid       # $GRID_WORKLOAD (bench/gpu/grid-shapes.json): the grid rule against the strided grid
+#   bash scripts/gpu-kernels.sh ab         # $AB_WORKLOAD ($AB_ROUNDS runs) under this build and $BASE_BIN, another
+#                                            build's evodispatch (absolute, or from the repository root), interleaved
 #
 # Every other step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK:
 # both) and times SDPA's cuDNN on the same shapes in the same run (bench/gpu/sdpa_compare.py). Writes
@@ -156,11 +158,28 @@ EOF
       done
       python3 bench/gpu/ab_times.py --new "$out"/grid-rule-*.json --base "$out"/grid-strided-*.json | tee "$out/grid.md"
       ;;
-    *) echo "gpu-kernels: unknown step $mode (tests, fp8, fp8-edge, tilings, cudnn, weak, domain, fp8-domain, order, grid)" >&2; exit 2 ;;
+    ab)
+      # Each arm's binary serves its own measurements (EVODISPATCH_WORKER_BINARY) and
+      # remeasures, so neither reads the other's rows nor an earlier round's.
+      [ -x "${BASE_BIN:-}" ] || { echo "gpu-kernels: ab needs BASE_BIN, an evodispatch binary of the build to compare with" >&2; exit 2; }
+      [ -f "${AB_WORKLOAD:-}" ] || { echo "gpu-kernels: ab needs AB_WORKLOAD, a workload file" >&2; exit 2; }
+      step "$AB_WORKLOAD: this build against $BASE_BIN, the oracle's best per shape, interleaved"
+      for round in $(seq 1 "${AB_ROUNDS:-2}"); do
+        for arm in new base; do
+          arm_bin=$bin; [ $arm = base ] && arm_bin=$(realpath "$BASE_BIN")
+          EVODISPATCH_WORKER_BINARY=$arm_bin "$arm_bin" bench --workload "$AB_WORKLOAD" --policy oracle \
+            --oracle-splits "$splits" --oracle-pack "${PACK:-both}" --device cuda:0 --db "${db%.db}-ab-$arm.db" --remeasure \
+            --json >"$out/ab-$arm-$round.json" 2>"$out/ab-$arm-$round.log" || status=1
+        done
+      done
+      rm -f "${db%.db}"-ab-{new,base}.db
+      python3 bench/gpu/ab_times.py --per-shape --new "$out"/ab-new-*.json --base "$out"/ab-base-*.json | tee "$out/ab.md"
+      ;;
+    *) echo "gpu-kernels: unknown step $mode (tests, fp8, fp8-edge, tilings, cudnn, weak, domain, fp8-domain, order, grid, ab)" >&2; exit 2 ;;
   esac
 done
 
-xz -T0 -c "$db" >"$out/evodispatch.db.xz" 2>/dev/null || gzip -c "$db" >"$out/evodispatch.db.gz"
+[ -f "$db" ] && { xz -T0 -c "$db" >"$out/evodispatch.db.xz" 2>/dev/null || gzip -c "$db" >"$out/evodispatch.db.gz"; }
 rm -rf "$work_cache"
 step "gpu-kernels: $([ $status -eq 0 ] && echo passed || echo FAILED) (results in $out)"
 exit $status

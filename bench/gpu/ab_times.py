@@ -2,9 +2,10 @@
 """Compares two arms of `evodispatch bench --json` runs over the same shapes and decisions
 (each arm's runs interleaved with the other's): the best time per (shape, decision) over an
 arm's runs, new / base, geomean per group (dtype, head dim, paged), then the shapes that
-moved most.
+moved most. With --per-shape, the best time per shape over its decisions: two builds' oracle
+runs, whose best decisions may differ.
 
-    ab_times.py --new a1.json a2.json --base b1.json b2.json [--label new=items --label base=strided]
+    ab_times.py --new a1.json a2.json --base b1.json b2.json [--per-shape]
 """
 import argparse
 import json
@@ -14,15 +15,18 @@ import sys
 from shapes import describe
 
 
-def best_times(paths):
+def best_times(paths, per_shape):
     best = {}
     for path in paths:
-        with open(path) as f:
-            rows = json.load(f)["rows"]
+        try:
+            with open(path) as f:
+                rows = json.load(f)["rows"]
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit("ab_times: %s: not the JSON of `evodispatch bench --json` (%s); see the run's log" % (path, e))
         for r in rows:
             if "median_us" not in r:
                 continue
-            k = json.dumps({"shape": r["shape"], "decision": r.get("decision")}, sort_keys=True)
+            k = json.dumps({"shape": r["shape"], "decision": None if per_shape else r.get("decision")}, sort_keys=True)
             best[k] = min(best.get(k, math.inf), r["median_us"])
     return best
 
@@ -36,11 +40,12 @@ def main():
     ap.add_argument("--new", nargs="+", required=True)
     ap.add_argument("--base", nargs="+", required=True)
     ap.add_argument("--show", type=int, default=8, help="shapes shown at each end")
+    ap.add_argument("--per-shape", action="store_true", help="the best time per shape over its decisions")
     args = ap.parse_args()
-    new, base = best_times(args.new), best_times(args.base)
+    new, base = best_times(args.new, args.per_shape), best_times(args.base, args.per_shape)
     both = [k for k in new if k in base]
     if not both:
-        sys.exit("ab_times: no (shape, decision) measured in both arms")
+        sys.exit("ab_times: no %s measured in both arms" % ("shape" if args.per_shape else "(shape, decision)"))
     groups, moved = {}, []
     for k in both:
         s = json.loads(k)["shape"]
