@@ -80,6 +80,12 @@ std::map<std::string, std::string> kernel_code(const std::vector<char>& cubin) {
   return code;
 }
 
+// The paged twin of a contiguous cache's variant.
+KernelSpec as_paged(KernelSpec k) {
+  k.paged = true;
+  return k;
+}
+
 }  // namespace
 
 TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
@@ -92,13 +98,14 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 81 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 90 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
   // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; fp8's one-warp
-  // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged 16-bit two-warp
-  // tilings (two at D = 128, one at D = 64); a combine per D.
+  // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged many-items
+  // tilings (16-bit: two at D = 128, five at D = 64; fp8: two at D = 128, three at D = 64);
+  // a combine per D.
   EXPECT_EQ(all_kernel_specs().size(), 180u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
@@ -325,14 +332,11 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   s.page_size = 16;  // paged 16-bit: the same choice, in paged variants
   const auto specs = all_kernel_specs();
   for (const auto& [paged, contiguous] : {std::pair{at(50, 1), six}, {at(107, 1), four}, {at(150, 1), six}}) {
-    EXPECT_TRUE(paged.paged) << paged.name();
+    EXPECT_EQ(paged, as_paged(contiguous)) << paged.name();
     EXPECT_NE(std::find(specs.begin(), specs.end(), paged), specs.end()) << paged.name();
-    KernelSpec unpaged = paged;
-    unpaged.paged = false;
-    EXPECT_EQ(unpaged, contiguous) << paged.name();
   }
   s.seqlen_k = 128;  // paged splits of one block: the two-warp tiles too, unlike contiguous ones
-  EXPECT_EQ(at(50, 1).name(), [&] { KernelSpec k = six; k.paged = true; return k.name(); }());
+  EXPECT_EQ(at(50, 1), as_paged(six));
   EXPECT_EQ(at(33, 1).warps(), 4);  // 264 items: under three per SM
   s.seqlen_k = 8192;
   s.page_size = 0;
@@ -370,14 +374,10 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(169, 1).warps(), 2);
   EXPECT_EQ(at(169, 1).min_ctas_per_sm, 6);
   s.page_size = 16;  // paged: no tens or sixes (they spill the page ids); sevens or fours, the fewer padded slots
-  auto paged = [](KernelSpec k) {
-    k.paged = true;
-    return k;
-  };
-  EXPECT_EQ(at(99, 1), paged(seven8));  // 792: 924 slots against 1056
-  EXPECT_EQ(at(80, 1), paged(seven8));  // 640: 924 against 1056
-  EXPECT_EQ(at(60, 1), paged(four8));   // 480: 924 against 528
-  EXPECT_EQ(at(130, 1), paged(four8));  // 1040: 1848 against 1056
+  EXPECT_EQ(at(99, 1), as_paged(seven8));  // 792: 924 slots against 1056
+  EXPECT_EQ(at(80, 1), as_paged(seven8));  // 640: 924 against 1056
+  EXPECT_EQ(at(60, 1), as_paged(four8));   // 480: 924 against 528
+  EXPECT_EQ(at(130, 1), as_paged(four8));  // 1040: 1848 against 1056
   s.page_size = 0;
   EXPECT_EQ(at(99, 1, 4).warps(), 4);  // a margin: as before
   s.dtype = Dtype::bf16;  // 16-bit: the two-warp tiles
@@ -452,21 +452,14 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
        {std::pair{at(83, 16384, 1, Dtype::bf16, 16), at(83, 16384, 1)}, {at(200, 200, 1, Dtype::bf16, 1), at(200, 200, 1)},
         {at(50, 16384, 1, Dtype::bf16, 16), at(50, 16384, 1)}, {at(82, 300, 1, Dtype::bf16, 64), at(82, 300, 1)},
         {at(49, 16384, 1, Dtype::bf16, 16), at(49, 16384, 1)}, {at(25, 16384, 1, Dtype::bf16, 16), at(25, 16384, 1)}}) {
-    EXPECT_TRUE(paged.paged) << paged.name();
+    EXPECT_EQ(paged, as_paged(contiguous)) << paged.name();
     EXPECT_NE(std::find(specs.begin(), specs.end(), paged), specs.end()) << paged.name();
-    KernelSpec unpaged = paged;
-    unpaged.paged = false;
-    EXPECT_EQ(unpaged, contiguous) << paged.name();
   }
   EXPECT_EQ(tiling(at(24, 16384, 1, Dtype::bf16, 16)), "n128s3o1");  // 192 items
   EXPECT_EQ(tiling(at(24, 16384, 1)), "n64s3o1");
   // Paged fp8: the contiguous tiles from two items per SM, save the one-warp CTAs (they spill
   // the page ids) and the two-warp fours over splits of two blocks.
-  auto paged = [](KernelSpec k) {
-    k.paged = true;
-    return k;
-  };
-  EXPECT_EQ(at(50, 16384, 1, Dtype::fp8, 16), paged(at(50, 16384, 1, Dtype::fp8)));  // 400 items
+  EXPECT_EQ(at(50, 16384, 1, Dtype::fp8, 16), as_paged(at(50, 16384, 1, Dtype::fp8)));  // 400 items
   EXPECT_EQ(tiling(at(33, 16384, 1, Dtype::fp8, 16)), "n128s3o1");                  // 264: as before
   EXPECT_EQ(at(83, 16384, 1, Dtype::bf16, 0, 4).warps(), 4);  // a margin: as before
   EXPECT_LE(11 * (at(83, 16384, 1).smem_bytes() + 1024), 228 * 1024);
@@ -483,7 +476,7 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(at(34, 256, 1, Dtype::fp8).warps(), 2);
   EXPECT_EQ(at(34, 257, 1, Dtype::fp8).warps(), 4);  // three blocks: as before
   EXPECT_EQ(at(33, 128, 1, Dtype::fp8).warps(), 4);  // 264 items: as before
-  EXPECT_EQ(at(34, 128, 1, Dtype::fp8, 16), paged(at(34, 128, 1, Dtype::fp8)));
+  EXPECT_EQ(at(34, 128, 1, Dtype::fp8, 16), as_paged(at(34, 128, 1, Dtype::fp8)));
   EXPECT_EQ(tiling(at(34, 256, 1, Dtype::fp8, 16)), "n64s3o1");  // paged over two blocks: four warps
   EXPECT_EQ(at(34, 256, 1, Dtype::fp8, 16).warps(), 4);
   // fp8 between three and six items per SM over longer splits: two-warp tiles, four per SM
@@ -495,7 +488,7 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(tiling(at(67, 1000, 1, Dtype::fp8)), "n64s2o6");  // 536
   EXPECT_EQ(tiling(at(98, 1000, 1, Dtype::fp8)), "n64s2o6");  // 784: under six per SM
   EXPECT_EQ(at(98, 1000, 1, Dtype::fp8).warps(), 2);
-  EXPECT_EQ(at(67, 1000, 1, Dtype::fp8, 16), paged(at(67, 1000, 1, Dtype::fp8)));
+  EXPECT_EQ(at(67, 1000, 1, Dtype::fp8, 16), as_paged(at(67, 1000, 1, Dtype::fp8)));
   // fp8 from six items per SM: one-warp CTAs over 32-key tiles, fourteen per SM in three
   // stages up to seven per SM, sixteen in two beyond while each round holds five per SM.
   EXPECT_EQ(tiling(at(99, 1000, 1, Dtype::fp8)), "n32s3o14");  // 792
@@ -505,7 +498,7 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(tiling(at(264, 1000, 1, Dtype::fp8)), "n32s2o16");  // 2112: one round of sixteen
   EXPECT_EQ(tiling(at(29, 1000, 16, Dtype::fp8)), "n32s2o16");  // 3712: 2112 + 1600
   EXPECT_EQ(at(270, 1000, 1, Dtype::fp8).warps(), 4);  // 2160: 2112 + 48, as before
-  EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 16), paged(at(67, 1000, 1, Dtype::fp8)));  // paged: the two-warp sixes
+  EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 16), as_paged(at(67, 1000, 1, Dtype::fp8)));  // paged: the two-warp sixes
   EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 0, 4).warps(), 4);  // a margin: as before
   EXPECT_LE(16 * (at(116, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
   EXPECT_LE(14 * (at(99, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
