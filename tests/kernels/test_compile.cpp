@@ -515,8 +515,8 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
 }
 
 // Whatever spec_for picks for a decision is among the variants CI compiles: every head dim,
-// dtype and layout, over items per SM from a fraction to dozens, split lengths of one block
-// to many, with and without an SM margin.
+// dtype and layout, one or several query tokens, over items per SM from a fraction to dozens,
+// split lengths of one block to many, with and without an SM margin.
 TEST(KernelSpecs, EveryDecisionsVariantIsAmongTheCompiledOnes) {
   const auto all = all_kernel_specs();
   int checked = 0;
@@ -527,18 +527,20 @@ TEST(KernelSpecs, EveryDecisionsVariantIsAmongTheCompiledOnes) {
         for (int page : {0, 1, 16, 64})
           for (auto [hq, hkv] : {std::pair{8, 8}, {32, 8}, {64, 4}, {71, 1}})
             for (int batch : {1, 7, 40, 99, 130, 211, 256})
-              for (int seqlen_k : {64, 129, 250, 1000, 8192})
-                for (int splits : {1, 2, 3, 8, 32})
-                  for (int margin : {0, 4}) {
-                    const Shape s{batch, 1, seqlen_k, hq, hkv, d, dtype, page, true, q};
-                    const KernelSpec k = spec_for(s, Decision{splits, true, margin}, 132);
-                    ++checked;
-                    ASSERT_NE(std::find(all.begin(), all.end(), k), all.end())
-                        << k.name() << " for B=" << batch << " Lk=" << seqlen_k << " Hq=" << hq << " Hkv=" << hkv
-                        << " D=" << d << " page " << page << " splits " << splits << " margin " << margin;
-                  }
+              for (int seqlen_q : {1, 4})
+                for (int seqlen_k : {64, 129, 250, 1000, 8192})
+                  for (int splits : {1, 2, 3, 8, 32})
+                    for (int margin : {0, 4}) {
+                      const Shape s{batch, seqlen_q, seqlen_k, hq, hkv, d, dtype, page, true, q};
+                      const KernelSpec k = spec_for(s, Decision{splits, true, margin}, 132);
+                      ++checked;
+                      ASSERT_NE(std::find(all.begin(), all.end(), k), all.end())
+                          << k.name() << " for B=" << batch << " Lq=" << seqlen_q << " Lk=" << seqlen_k << " Hq=" << hq
+                          << " Hkv=" << hkv << " D=" << d << " page " << page << " splits " << splits << " margin "
+                          << margin;
+                    }
       }
-  EXPECT_GT(checked, 50000);
+  EXPECT_EQ(checked, 134400);
 }
 
 TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
