@@ -1,7 +1,7 @@
 // bench/gpu without a GPU: every workload there loads, fp8_edge.py's fit (the `fp8-edge`
 // step of scripts/gpu-kernels.sh) recovers the fixed cost and streaming rate that a bench
-// output was made of, fp8_twins.py pairs each fp8 cache with its 16-bit twin, and
-// fp8_sample.py draws fresh fp8 caches with their twins.
+// output was made of, fp8_twins.py pairs each fp8 cache with its 16-bit twin,
+// fp8_sample.py draws fresh fp8 caches with their twins, and ab_times.py compares two builds.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -189,3 +189,46 @@ TEST_F(Fp8SampleScript, NamesTheLineThatIsNotAShapeAndTheFileWithNoneInRange) {
 }
 
 }  // namespace
+
+class AbTimesScript : public Fp8EdgeScript {
+ protected:
+  CommandResult compare(const nlohmann::json& fresh, const nlohmann::json& base, const std::string& flags) {
+    std::ofstream(dir_ / "new.json") << fresh.dump();
+    std::ofstream(dir_ / "base.json") << base.dump();
+    return run_command("python3 '" + (kBenchGpu / "ab_times.py").string() + "' " + flags + " --new '" +
+                       (dir_ / "new.json").string() + "' --base '" + (dir_ / "base.json").string() + "'");
+  }
+};
+
+nlohmann::json row(const nlohmann::json& shape, int splits, double us) {
+  return {{"shape", shape}, {"decision", {{"num_splits", splits}, {"pack_gqa", true}, {"sm_margin", 0}}},
+          {"median_us", us}};
+}
+
+TEST_F(AbTimesScript, ComparesEachShapesBestTimeWhenTheArmsPickedDifferentDecisions) {
+  // Two builds' oracles: the new one's best is at 2 splits, the old one's at 4 (and a slower 2).
+  nlohmann::json paged = shape(8192, "bf16");
+  paged["page_size"] = 16;
+  const nlohmann::json fresh = {{"rows", {row(shape(8192, "bf16"), 2, 80.0), row(paged, 1, 45.0)}}};
+  const nlohmann::json base = {{"rows", {row(shape(8192, "bf16"), 4, 100.0), row(shape(8192, "bf16"), 2, 120.0),
+                                         row(paged, 1, 50.0), {{"shape", paged}, {"ok", false}, {"error", "x"}}}}};
+  const CommandResult r = compare(fresh, base, "--per-shape");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| bf16 D=128 | 1 | 0.800 | 0.800 | 0.800 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| bf16 D=128 paged | 1 | 0.900 | 0.900 | 0.900 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| all | 2 | 0.849 | | |"), std::string::npos) << r.out;
+  // Per (shape, decision), the contiguous shape compares at the one split count both measured.
+  const CommandResult by_decision = compare(fresh, base, "");
+  ASSERT_EQ(by_decision.code, 0) << by_decision.err;
+  EXPECT_NE(by_decision.out.find("| bf16 D=128 | 1 | 0.667 | 0.667 | 0.667 |"), std::string::npos) << by_decision.out;
+  EXPECT_NE(by_decision.out.find("| all | 2 | 0.775 | | |"), std::string::npos) << by_decision.out;
+}
+
+TEST_F(AbTimesScript, NamesTheRunThatLeftNoBenchOutput) {
+  std::ofstream(dir_ / "empty.json") << "";
+  const CommandResult r =
+      run_command("python3 '" + (kBenchGpu / "ab_times.py").string() + "' --per-shape --new '" +
+                  (dir_ / "empty.json").string() + "' --base '" + (dir_ / "empty.json").string() + "'");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("empty.json: not the JSON of `evodispatch bench --json`"), std::string::npos) << r.err;
+}
