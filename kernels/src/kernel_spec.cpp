@@ -466,8 +466,8 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // A paged cache (no margin) takes the contiguous cache's tiles for many items: at D = 64
   // those of d64_16bit_spec or fp8_d64_spec, at D = 128 those of many_items_d128_spec from
   // three items per SM, over splits of one block too. Against the four-warp tiles the paged
-  // cache had (128- or 64-key tiles), every tiling forced on paged shapes
-  // of pages of 1, 16 and 64 (docs/performance.md, "Paged caches against cuDNN"): D = 64
+  // cache had (128- or 64-key tiles), every tiling forced on paged shapes of pages of 1, 16
+  // and 64 (docs/performance.md, "Paged caches against cuDNN"): D = 64
   // B=114 Lk=554 Hq=128 Hkv=8 (912 items) 52.3 us in elevens instead of 61.6, B=256 Lk=150
   // Hq=16 Hkv=8 36.4 in eights instead of 53.5, B=73 Lk=645 (584) 41.4 in sixes instead of
   // 53.4, B=45 Lk=900 Hq=32 Hkv=8 (360) 34.7 in 64-key tiles instead of 42.3; D = 128
@@ -487,7 +487,7 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // 2-4% slower (B=25 Lk=683 Hq=128 Hkv=8 18.9 us against 18.3).
   if (shape.head_dim == 64 && !fp8 && (stacked ? items > sms : paged && 2 * items > 3 * sms))
     return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d), paged);
-  if (shape.head_dim == 128 && (stacked || paged) && items > 3 * sms && (blocks_per_split(shape, d) > 1 || fp8 || paged))
+  if (shape.head_dim == 128 && !margin && items > 3 * sms && (blocks_per_split(shape, d) > 1 || fp8 || paged))
     return many_items_d128_spec(query_dtype(shape), fp8, items, sms, paged);
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
