@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
 
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* const q_smem = smem + Tr::kSmem.q;
-  int2* const table = reinterpret_cast<int2*>(smem + Tr::kSmem.table);
+  i64* const table = reinterpret_cast<i64*>(smem + Tr::kSmem.table);
   float* const stat_m = reinterpret_cast<float*>(smem + Tr::kSmem.stats);  // [WN][BM]
   float* const stat_l = stat_m + WN * BM;                                   // [WN][BM]
   float* const row_inv_l = stat_l + WN * BM;                                // [BM]
@@ -204,6 +204,11 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       if (j >= k_end) return make_int2(-1, 0);
       return make_int2(pt[j / p.page_size], j % p.page_size);
     };
+    // The element offset of a key's K and V rows (negative: past the split), as the table
+    // holds it: worked out once per key by the thread that stores it, not in the copy loop
+    // by every thread that copies a 16-byte chunk of the row. (A paged cache's V has K's
+    // page and row strides: decode_params_for.)
+    auto row_offset = [&](int2 e) -> i64 { return e.x < 0 ? -1 : e.x * p.k_batch_stride + e.y * p.k_row_stride; };
 
     auto stage_at = [&](int r, int ch) -> u32 { return swz<kKvRowBytes>(r, ch); };
     // Issue the cp.async copies of K/V tile `tile` into its stage; past n_tiles, nothing
@@ -233,21 +238,20 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
           vp += v_step;
         }
       } else {
-        const i64 k_col = kvh * p.k_head_stride, v_col = kvh * p.v_head_stride;
+        const char* const kh = kg + KVB * kvh * p.k_head_stride + ch * 16;
+        const char* const vh = vg + KVB * kvh * p.v_head_stride + ch * 16;
 #pragma unroll
         for (int it = 0; it < kLoadIters; ++it) {
           const int r = r0 + it * kRowsPerPass;
-          const int2 e = table[stage * BN + r];
-          const bool valid = e.x >= 0;
-          const i64 k_off = e.x * p.k_batch_stride + e.y * p.k_row_stride + k_col;
-          const i64 v_off = e.x * p.v_batch_stride + e.y * p.v_row_stride + v_col;
-          cp_async_16(k_dst + stage_at(r, ch), valid ? kg + KVB * k_off + ch * 16 : kg, valid);
-          cp_async_16(v_dst + stage_at(r, ch), valid ? vg + KVB * v_off + ch * 16 : vg, valid);
+          const i64 row = table[stage * BN + r];
+          const bool valid = row >= 0;
+          cp_async_16(k_dst + stage_at(r, ch), valid ? kh + KVB * row : kg, valid);
+          cp_async_16(v_dst + stage_at(r, ch), valid ? vh + KVB * row : vg, valid);
         }
       }
     };
 
-    // ---- Prologue: Q (joins tile 0's group), the page ids of the first STAGES tiles,
+    // ---- Prologue: Q (joins tile 0's group), the row offsets of the first STAGES tiles,
     // then tiles 0 .. STAGES-2 in flight.
     {
       const char* const qg = static_cast<const char*>(p.q);
@@ -262,7 +266,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     }
     if constexpr (PAGED_) {
       for (int x = tid; x < STAGES * BN; x += kThreads)
-        table[x] = lookup(k_begin + (x / BN) * BN + x % BN);
+        table[x] = row_offset(lookup(k_begin + (x / BN) * BN + x % BN));
       __syncthreads();
     }
 #pragma unroll
@@ -553,11 +557,11 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       }
 
       if constexpr (PAGED_) {
-        // Slot tile % STAGES held this tile's page ids, consumed when it was issued.
+        // Slot tile % STAGES held this tile's row offsets, consumed when it was issued.
 #pragma unroll
         for (int k = 0; k < (BN + kThreads - 1) / kThreads; ++k) {
           const int r = tid + k * kThreads;
-          if (r < BN) table[(tile % STAGES) * BN + r] = pend[k];
+          if (r < BN) table[(tile % STAGES) * BN + r] = row_offset(pend[k]);
         }
       }
     }

@@ -59,7 +59,7 @@ struct DecodeParams {
 
   long long q_batch_stride, q_row_stride, q_head_stride;
   long long k_batch_stride, k_row_stride, k_head_stride;  // batch stride = page stride when paged
-  long long v_batch_stride, v_row_stride, v_head_stride;
+  long long v_batch_stride, v_row_stride, v_head_stride;  // paged: K's batch and row strides
   long long out_batch_stride, out_row_stride, out_head_stride;
   long long lse_batch_stride, lse_head_stride;  // the Lq dimension is contiguous
   long long page_table_batch_stride;
@@ -85,13 +85,13 @@ struct DecodeParams {
 };
 
 // Byte offsets of the decode kernel's dynamic shared memory, one 128-byte aligned region
-// each: the Q tile, the page-id table (paged only), per-row softmax statistics, and a
+// each: the Q tile, the K/V row-offset table (paged only), per-row softmax statistics, and a
 // union of the K/V pipeline stages with the cross-warp reduction buffer (used only after
 // the last stage is consumed). An fp8 cache lands in its stages as stored (1 byte per
 // element) and is widened in registers.
 struct DecodeSmemLayout {
   int q;       // block_m x D elements, swizzled
-  int table;   // stages x block_n x (page, row in page) ints
+  int table;   // stages x block_n K/V row element offsets, long long
   int stats;   // warps_n x block_m (m, l) + block_m (1/l, lse) floats
   int tiles;   // stages x (K tile, V tile), each block_n x D elements of kv_bytes
   int reduce;  // warps_n x block_m x (D + 8) floats, aliases `tiles`
