@@ -29,6 +29,12 @@
 #         (default /tmp/fa3-fp8), takes the best of $ORACLE_SPLITS per shape of
 #         $FP8_WORKLOAD (default bench/gpu/fp8-models.json) in each dtype, and prints the fp8 /
 #         16-bit table (bench/gpu/fp8_twins.py). FA3 takes the queries in e4m3 too.
+# vs-ours the built-in kernels against FA3 on a fresh sample of $DOMAIN (default
+#         models-decode; models-paged runs FA3's paged kernels over the same kind of scattered
+#         page table): $DOMAIN_SAMPLES shapes (default 120), seed $DOMAIN_SEED (default 7), of
+#         the models whose head dim the build has ($HDIMS). Each side's oracle (the best of
+#         $ORACLE_SPLITS; ours packed, FA3 packed or not) in one run, compared shape by shape
+#         (bench/gpu/ab_times.py: ours / FA3 per group, and every shape over 1.02).
 # search  search --config $CONFIG (default gpu-fa3-safety-160) on fa3:cuda:0, stopped after
 #         $SEARCH_SECONDS (default 360) with SIGINT: resumable, nothing lost (RESUME=1 with
 #         DB= the database it returned goes on with the newest unfinished search).
@@ -156,6 +162,20 @@ for s in "${steps[@]}"; do
       echo "exit $? (130: stopped by the time limit, rows so far kept)"
       tail -n 8 "$out/oracle.log"
       ;;
+    vs-ours)
+      sample="$out/${DOMAIN:-models-decode}-vs-ours.json"
+      built_domain "${DOMAIN_SEED:-7}" "${DOMAIN_SAMPLES:-120}" "$sample" || exit 1
+      step "the built-in kernels against FA3 on $sample, best of $oracle_splits each"
+      "$bin" bench --device cuda:0 --db "$db" --workload "$sample" --policy oracle --oracle-splits "$oracle_splits" \
+        --oracle-pack on --json >"$out/vs-ours-ours.json" 2>"$out/vs-ours-ours.log" || status=1
+      tail -n 1 "$out/vs-ours-ours.log"
+      EVODISPATCH_FA3_PATH=$fa3/hopper "$bin" bench --device fa3:cuda:0 --db "$db" --workload "$sample" \
+        --policy oracle --oracle-splits "$oracle_splits" --oracle-pack both --json \
+        >"$out/vs-ours-fa3.json" 2>"$out/vs-ours-fa3.log" || status=1
+      tail -n 1 "$out/vs-ours-fa3.log"
+      python3 bench/gpu/ab_times.py --new "$out/vs-ours-ours.json" --base "$out/vs-ours-fa3.json" --per-shape \
+        --names ours,FA3 --over 0.02 | tee "$out/vs-ours.md" || status=1
+      ;;
     fp8)
       fa3_fp8=${FA3_FP8_DIR:-/tmp/fa3-fp8}
       step "build FA3 with its e4m3 kernels into $fa3_fp8"
@@ -203,7 +223,7 @@ for s in "${steps[@]}"; do
       built_domain "${DOMAIN_SEED:-7}" "${DOMAIN_SAMPLES:-120}" "$sample" || exit 1
       patch_regress "$sample" patch-domain || status=1
       ;;
-    *) echo "gpu-fa3: unknown step $s (build, gpu-tests, port, verbs, search, search-domain, distill-patch, patch, patch-domain)" >&2; exit 2 ;;
+    *) echo "gpu-fa3: unknown step $s (build, gpu-tests, port, verbs, vs-ours, fp8, search, search-domain, distill-patch, patch, patch-domain)" >&2; exit 2 ;;
   esac
 done
 

@@ -224,6 +224,33 @@ TEST_F(AbTimesScript, ComparesEachShapesBestTimeWhenTheArmsPickedDifferentDecisi
   EXPECT_NE(by_decision.out.find("| all | 2 | 0.775 | | |"), std::string::npos) << by_decision.out;
 }
 
+TEST_F(AbTimesScript, NamesTheArmsAndListsEveryShapeOverTheLine) {
+  // Ours against FA3: one shape 5% slower, one 1% slower, eight faster; --show 1 keeps the
+  // table's ends, --over 0.02 adds every shape past 1.02 (here the slowest, shown anyway) and
+  // counts them.
+  nlohmann::json ours = {{"rows", nlohmann::json::array()}}, fa3 = ours;
+  for (int i = 0; i < 10; ++i) {
+    const double ratio = i == 0 ? 1.05 : i == 1 ? 1.01 : 0.5 + 0.01 * i;
+    ours["rows"].push_back(row(shape(1024 * (i + 1), "bf16"), 1, 100.0 * ratio));
+    fa3["rows"].push_back(row(shape(1024 * (i + 1), "bf16"), 2, 100.0));
+  }
+  const CommandResult r = compare(ours, fa3, "--per-shape --show 1 --names ours,FA3 --over 0.02");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| group | shapes | ours / FA3, geomean | min | max |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| ours / FA3 over 1.02 | 1 of 10 | | |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| shape | ours / FA3 | ours µs | FA3 µs |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 1.050 | 105.00 | 100.00 |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("| 1.010 |"), std::string::npos) << "under the line, not an end: " << r.out;
+  // --over 0: the 1% shape is over the line too, and listed.
+  const CommandResult all_over = compare(ours, fa3, "--per-shape --show 1 --names ours,FA3 --over 0");
+  ASSERT_EQ(all_over.code, 0) << all_over.err;
+  EXPECT_NE(all_over.out.find("| ours / FA3 over 1 | 2 of 10 | | |"), std::string::npos) << all_over.out;
+  EXPECT_NE(all_over.out.find("| 1.010 |"), std::string::npos) << all_over.out;
+  const CommandResult bad = compare(ours, fa3, "--per-shape --names ours");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--names 'ours': expected two names, NEW,BASE"), std::string::npos) << bad.err;
+}
+
 TEST_F(AbTimesScript, NamesTheRunThatLeftNoBenchOutput) {
   std::ofstream(dir_ / "empty.json") << "";
   const CommandResult r =
