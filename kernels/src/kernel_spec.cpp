@@ -330,8 +330,9 @@ KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int
 //    B=90 Lk=800 Hq=128 Hkv=8 (720) 31.7 instead of 38.0, B=135 Lk=1500 43.1 instead of 48.5
 //    at their best splits; B=256 Lk=800 Hq=32 Hkv=2 (512) 24.0 instead of 24.5.
 KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split, bool paged = false) {
-  // Paged, the one-warp CTAs spill their page ids at 16 or 14 per SM (128 registers); the
-  // two-warp sixes stand in: B=237 Lk=270 Hq=32 Hkv=8 (1896 items) 41.2 us instead of 49.4.
+  // Paged, the one-warp fourteens spill (128 registers) and the sixteens did (they compile
+  // without spill since the table holds row offsets; not measured since); the two-warp sixes
+  // stand in: B=237 Lk=270 Hq=32 Hkv=8 (1896 items) 41.2 us instead of 49.4.
   if (!paged && items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3);
   if (const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2); !paged && items >= 7 * sms && rounds_fill(items, sms, sixteen))
     return sixteen;
@@ -392,7 +393,7 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six, bool paged = f
 KernelSpec many_items_d128_spec(Dtype dtype, bool fp8_kv, std::int64_t items, std::int64_t sms, bool paged = false) {
   auto padded = [items](std::int64_t slots) { return (items + slots - 1) / slots * slots; };
   if (fp8_kv && paged) {
-    // The tens and the sixes spill a paged cache's page ids (168 registers); of the sevens and
+    // The tens and the sixes spill when paged (168 registers); of the sevens and
     // the fours, the one whose rounds pad fewer slots. Every tiling forced on paged fp8 shapes
     // (bench/gpu/fp8-paged.json): B=97 Lk=470 Hq=16 Hkv=8 (776 items) 41.8 us in sevens
     // against 50.1 in fours, B=253 Lk=3172 Hq=20 Hkv=4 (1012: 924 + 88 in sevens) 297.6 in
@@ -450,9 +451,9 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // 144-264 CTAs of the two-CTA variant (9-17 MiB) 1.5-4% slower than the three-CTA one
   // (README, "Bytes in flight"). So the biggest tiles only while at most half the SMs have a
   // CTA, and the smallest once there are more CTAs than SMs, up to the three per SM the
-  // dense variant holds. (Contiguous KV at D = 128: the paged loop's page ids spill at the
-  // dense variant's 168 registers; D = 64 has its own rule below, and D = 256 one tiling, two
-  // with fp8.)
+  // dense variant holds. (Contiguous KV at D = 128: the paged dense variant spilled at its
+  // 168 registers; it compiles without spill since the table holds row offsets, not measured
+  // since. D = 64 has its own rule below, and D = 256 one tiling, two with fp8.)
   //
   // With an SM margin the grid holds one CTA per usable SM (grid_ctas_per_sm, plan.hpp), so
   // the bytes in flight are those of min(items, SMs - margin) CTAs: the 128-row tiles while
