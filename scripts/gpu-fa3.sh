@@ -169,9 +169,8 @@ for s in "${steps[@]}"; do
       "$bin" bench --device cuda:0 --db "$db" --workload "$sample" --policy oracle --oracle-splits "$oracle_splits" \
         --oracle-pack on --json >"$out/vs-ours-ours.json" 2>"$out/vs-ours-ours.log" || status=1
       tail -n 1 "$out/vs-ours-ours.log"
-      EVODISPATCH_FA3_PATH=$fa3/hopper "$bin" bench --device fa3:cuda:0 --db "$db" --workload "$sample" \
-        --policy oracle --oracle-splits "$oracle_splits" --oracle-pack both --json \
-        >"$out/vs-ours-fa3.json" 2>"$out/vs-ours-fa3.log" || status=1
+      EVODISPATCH_FA3_PATH=$fa3/hopper evo bench --workload "$sample" --policy oracle --oracle-splits "$oracle_splits" \
+        --oracle-pack both --json >"$out/vs-ours-fa3.json" 2>"$out/vs-ours-fa3.log" || status=1
       tail -n 1 "$out/vs-ours-fa3.log"
       python3 bench/gpu/ab_times.py --new "$out/vs-ours-ours.json" --base "$out/vs-ours-fa3.json" --per-shape \
         --names ours,FA3 --over 0.02 | tee "$out/vs-ours.md" || status=1
