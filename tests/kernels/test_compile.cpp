@@ -98,16 +98,16 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 91 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
-  // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
-  // two-CTA 64-row tiles of long groups at D = 128 (16-bit, contiguous); the
+  // 94 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 128-row-tile m16 at D = 128, the three long-group tilings at D = 64 and 128 and the
+  // two-CTA 64-row one at D = 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
   // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; fp8's one-warp
   // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged many-items
   // tilings (16-bit: two at D = 128, five at D = 64; fp8: two at D = 128, three at D = 64);
   // a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 182u);
+  EXPECT_EQ(all_kernel_specs().size(), 188u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -575,6 +575,7 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
     return "m" + std::to_string(k.block_m) + "n" + std::to_string(k.block_n) + "w" + std::to_string(k.warps_m) + "x" +
            std::to_string(k.warps_n) + "s" + std::to_string(k.stages);
   };
+  const auto all = all_kernel_specs();
   // Splits of one block: the fewer padded rows (71 -> 96 in 32s, 128 in 64s; 48 -> 64 either
   // way, 64 on a tie), one warp per row tile in 64s.
   EXPECT_EQ(tiling(spec(256, 100, 71, 1, 64, 1)), "m32n64w2x2s3");
@@ -585,8 +586,8 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
   EXPECT_EQ(tiling(spec(77, 1500, 71, 1, 64, 1)), "m32n128w2x2s3");   // 154 items of 64
   EXPECT_EQ(tiling(spec(200, 300, 71, 1, 64, 1)), "m32n64w2x2s3");    // 300 keys
   EXPECT_EQ(tiling(spec(77, 1500, 64, 2, 128, 1)), "m32n64w2x2s3");   // 154 items of 32
-  // At D = 128 over a contiguous 16-bit cache, 33-64 rows (64-row tiles pad no more than
-  // 32-row ones): two 64-row CTAs per SM instead, 64-row K/V tiles in two stages.
+  // At D = 128, 33-64 rows (64-row tiles pad no more than 32-row ones): two 64-row CTAs
+  // per SM instead, 64-row K/V tiles in two stages, over any cache.
   const KernelSpec two_ctas = spec(76, 1396, 48, 1, 128, 3);  // 228 items of 64
   EXPECT_EQ(tiling(two_ctas), "m64n64w4x1s2");
   EXPECT_EQ(two_ctas.min_ctas_per_sm, 2);
@@ -598,8 +599,12 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
   fp8.dtype = Dtype::fp8;
   Shape paged{76, 1, 1396, 48, 1, 128};
   paged.page_size = 16;
-  for (const Shape& other : {fp8, paged})
-    EXPECT_EQ(spec_for(other, Decision{3, true, 0}, 132).min_ctas_per_sm, 1) << to_string(other.dtype) << " page " << other.page_size;
+  for (const Shape& other : {fp8, paged}) {
+    const KernelSpec k = spec_for(other, Decision{3, true, 0}, 132);
+    EXPECT_EQ(tiling(k), "m64n64w4x1s2") << k.name();
+    EXPECT_EQ(k.min_ctas_per_sm, 2) << k.name();
+    EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+  }
   EXPECT_EQ(spec_for(Shape{76, 1, 1396, 48, 1, 128}, Decision{3, true, 8}, 132).min_ctas_per_sm, 1);  // a margin
   // Or that leave half the SMs idle: one request over 64 splits.
   EXPECT_EQ(tiling(spec(1, 100000, 64, 1, 128, 64)), "m32n128w2x2s3");  // 128 items of 32
@@ -613,7 +618,6 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
   // One wave over more than half the SMs, long splits: the 64-row tiles.
   EXPECT_EQ(tiling(spec(77, 1500, 48, 1, 128, 1)), "m64n128w4x2s3");
   EXPECT_EQ(spec(128, 4096, 32, 1, 256, 1).block_m, 64);  // D = 256 keeps them
-  const auto all = all_kernel_specs();
   for (const KernelSpec& k : {spec(256, 100, 71, 1, 64, 1), spec(256, 100, 48, 1, 128, 1), spec(77, 1500, 71, 1, 64, 1),
                               spec(77, 1500, 64, 2, 128, 1), spec(1, 100000, 64, 1, 128, 64), two_ctas})
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();

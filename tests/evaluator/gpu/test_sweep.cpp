@@ -102,6 +102,9 @@ std::vector<SweepCase> sweep_cases() {
   add("long", S().heads(64, 1).lk(100000), dec(64));                 // m32n128, D = 128
   add("long", S().b(76).heads(48, 1).lk(1396), dec(3));              // m64n64 w4x1, two per SM
   add("long", S().fp16().b(13).heads(40, 1).lk(4099), dec(11), mixed);  // the same, fp16, mixed
+  add("long", S().fp8().b(76).heads(48, 1).lk(1396).page(16), dec(3));   // the same, fp8, paged
+  add("long", S().fp8(Dtype::fp16).b(70).heads(56, 1).lk(700), dec(2));  // fp8, fp16 queries
+  add("long", S().b(13).heads(64, 1).lk(4099).page(1), dec(11), mixed);  // paged, mixed
   add("long", S().b(13).heads(71, 1).d(64).lk(4099), dec(7), mixed);  // m32n128, mixed lengths
   add("long", S().b(40).lq(4).heads(32, 4).lk(97), dec(1));          // 32 rows of 4 tokens
   add("long", S().fp16().b(256).heads(48, 1).lk(100).page(3), dec(1));
