@@ -179,24 +179,6 @@ KernelSpec two_warp_rows_spec(Dtype dtype, int stages, bool fp8_kv = false, bool
   return s;
 }
 
-// 64-row items past one per SM, at D = 128 with no margin, when 64-row tiles pad no more
-// rows than 32-row ones (33-64 rows: StarCoder's 48 over one KV head): 64 rows over 4 x 1
-// warps, 64-key K/V tiles in two stages, two CTAs per SM. They hold two waves of items at
-// once where the one-CTA 64-row tiles need a second wave, and read the group's KV once per
-// item where 32-row tiles read it twice for the same padding. Measured on an H200
-// (bench/gpu/mqa-d128.json under every tiling, docs/performance.md "MQA groups at D = 128"):
-// B=76 Lk=1396 Hq=48 Hkv=1 over 3 splits 24.87 us instead of 29.55 (the best before, 26.65
-// over 1 split; cuDNN 25.38), B=76 Lk=20000 191.0 instead of 244.2, B=130 Lk=1396 over 2
-// splits 35.4 instead of 43.1; over an fp8 cache 27.1 instead of 31.8 and 228.1 instead of
-// 268.3, over pages of 16 28.8 instead of 36.5 and 252.0 instead of 335.8. Up to one item
-// per SM the one-CTA 64-row tiles stay faster (B=20 Lk=30000 over 6 splits: 82.9 against
-// 96.2).
-KernelSpec two_cta_64_rows_spec(Dtype dtype, bool fp8_kv, bool paged) {
-  KernelSpec s = packed_rows_spec(128, dtype, fp8_kv, paged, 64, 64);
-  s.min_ctas_per_sm = 2;
-  return s;
-}
-
 // A packed group of more than 16 rows whose 16-row items overflow the SMs (spec_for below).
 // Measured on an H100 on bench/gpu/packed-groups.json (docs/performance.md, "Long packed
 // groups"), against the 64-row tiles this replaced where it departs from them:
@@ -207,8 +189,20 @@ KernelSpec two_cta_64_rows_spec(Dtype dtype, bool fp8_kv, bool paged) {
 //    on 132 SMs) or leave half the SMs idle (one request over 64 splits): 32-row tiles,
 //    more CTAs: 19.6 us instead of 35.9, and 35.6 instead of 41.7 (Hq = 64 / 1, Lk = 100 000);
 //    128-row K/V tiles while one CTA per SM holds the items (D = 128) or the splits are
-//    long (D = 64, where two such CTAs fit an SM), 64-row ones otherwise (at D = 128,
-//    groups of 33-64 rows take two_cta_64_rows_spec instead);
+//    long (D = 64, where two such CTAs fit an SM), 64-row ones otherwise;
+//  * except at D = 128 with no margin for groups whose 64-row tiles pad no more rows than
+//    32-row ones (33-64 rows: StarCoder's 48 over one KV head): 64 rows over 4 x 1 warps,
+//    64-row K/V tiles in two stages (at most 82 KiB and 221 registers: two CTAs fit an SM,
+//    and the grid takes the occupancy the GPU reports). They hold two waves of items where
+//    the one-CTA 64-row tiles need a second wave, and read the group's KV once per item
+//    where 32-row tiles read it twice for the same padding. On an H200 (bench/gpu/
+//    mqa-d128.json under every tiling, docs/performance.md "On an H200 (thirtieth
+//    session)"): B=76 Lk=1396 Hq=48 Hkv=1 over 3 splits 24.87 us instead of 29.55 (the best
+//    before, 26.65 over 1 split; cuDNN 25.38), B=76 Lk=20000 191.0 instead of 244.2, B=130
+//    Lk=1396 over 2 splits 35.4 instead of 43.1; over an fp8 cache 27.1 instead of 31.8 and
+//    228.1 instead of 268.3, over pages of 16 28.8 instead of 36.5 and 252.0 instead of
+//    335.8. Up to one item per SM the one-CTA 64-row tiles stay faster (B=20 Lk=30000 over
+//    6 splits: 82.9 against 96.2);
 //  * otherwise the 64-row tiles: one wave over more than half the SMs, long splits
 //    (Hq = 48 / 1 at B = 77, Lk = 1500: 28.8 us against 32.4 in 32-row tiles).
 // Before all of these, at D = 64 (16-bit, contiguous, no margin; bench/gpu/domain-misses.json,
@@ -234,8 +228,7 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
   auto padded = [rows](int m) { return (rows + m - 1) / m * m; };
   if (shape.head_dim == 256) return decode_spec(shape, 64, false);
   if (keys <= block) return padded(64) <= padded(32) ? tiled(64, 64) : tiled(32, 64);
-  if (items64 > sms && padded(64) <= padded(32) && shape.head_dim == 128 && d.sm_margin == 0)
-    return two_cta_64_rows_spec(query_dtype(shape), shape.dtype == Dtype::fp8, shape.page_size > 0);
+  if (items64 > sms && padded(64) <= padded(32) && shape.head_dim == 128 && d.sm_margin == 0) return tiled(64, 64);
   if (items64 > sms || 2 * items64 <= num_sms) {
     const bool wide = shape.head_dim == 64 ? keys >= 512 : items32 <= sms;
     return tiled(32, wide ? 128 : 64);
@@ -600,7 +593,6 @@ std::vector<KernelSpec> all_kernel_specs() {
           if (d == 256) continue;
           for (auto [block_m, block_n] : {std::pair{32, 64}, {32, 128}, {64, 64}})
             out.push_back(packed_rows_spec(d, dt, fp8, paged, block_m, block_n));
-          if (d == 128) out.push_back(two_cta_64_rows_spec(dt, fp8, paged));
         }
       out.push_back(combine_spec(d, dt));
     }
