@@ -46,7 +46,7 @@ nlohmann::json launched(const RunnerLaunch& l, const LoadedKernelReport& decode,
 
 RunnerKernels runner_kernels(const Shape& shape, const Decision& decision, const DeviceInfo& dev) {
   const Decision d = resolve(decision, shape);
-  RunnerKernels k{spec_for(shape, d, dev.num_sms), std::nullopt};
+  RunnerKernels k{spec_for(shape, d, dev), std::nullopt};
   if (combine_runs(d.num_splits)) k.combine = combine_spec_for(shape);
   return k;
 }

@@ -248,10 +248,13 @@ std::string variant_choice_digest() {
                 for (int splits : {1, 3, 8, 64})
                   for (bool pack : {true, false})
                     for (int margin : {0, 100})
-                      for (int sms : {132, 78}) {
+                      for (const auto& [sms, dram] : {std::pair{132, 3.35e12}, {78, 3.35e12}, {132, 4.8e12}}) {
                         s = Shape{batch, lq, lk, hq, hkv, d, dt, page, true};
                         const Decision decision{splits, pack, std::min(margin, sms - 1)};
-                        const KernelSpec spec = spec_for(s, decision, sms);
+                        DeviceInfo hw;
+                        hw.num_sms = sms;
+                        hw.mem_bw_bytes_per_s = dram;
+                        const KernelSpec spec = spec_for(s, decision, hw);
                         // The grid too: the items against the slots of the spec's own occupancy.
                         const std::int64_t items = decompose_work(s, decision, spec.block_m).items;
                         const std::int64_t slots = std::int64_t{sms} * spec.min_ctas_per_sm;

@@ -203,6 +203,16 @@ KernelSpec two_warp_rows_spec(Dtype dtype, int stages, bool fp8_kv = false, bool
 //    228.1 instead of 268.3, over pages of 16 28.8 instead of 36.5 and 252.0 instead of
 //    335.8. Up to one item per SM the one-CTA 64-row tiles stay faster (B=20 Lk=30000 over
 //    6 splits: 82.9 against 96.2);
+//  * over an fp8 cache those 32-row tiles take 128-key K/V tiles wherever the splits hold
+//    512 keys or more: 16 KiB per K or V tile, the bytes of a 16-bit 64-key one, and D = 64's
+//    rule for its 128-byte rows. On an H200 (20-32 rows over one KV head, StarCoder's 24 at
+//    two-way tensor parallelism among them, 40 over two, 96 over four; 24 fresh shapes, the
+//    oracle's best against the build before, docs/performance.md "On an H200 (thirty-first
+//    session)"): 0.964 of the time (0.865-1.010), over pages of 16 0.953;
+//    B=147 Lk=5712 Hq=96 Hkv=4 250.5 us instead of 285.2, B=120 Lk=44244 Hq=24 Hkv=1 382.8
+//    instead of 430.1. Over splits of three blocks (384 keys) they lost (B=67 Lk=1145 Hq=24 over 4
+//    splits 17.4 us against 16.9). A bf16 cache keeps 64-key tiles (B=114 Lk=6250 Hq=24
+//    Hkv=1 in 32-row tiles: 91.2 us over 64-key tiles, 94.5 over 128);
 //  * otherwise the 64-row tiles: one wave over more than half the SMs, long splits
 //    (Hq = 48 / 1 at B = 77, Lk = 1500: 28.8 us against 32.4 in 32-row tiles).
 // Before all of these, at D = 64 (16-bit, contiguous, no margin; bench/gpu/domain-misses.json,
@@ -230,7 +240,7 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
   if (keys <= block) return padded(64) <= padded(32) ? tiled(64, 64) : tiled(32, 64);
   if (items64 > sms && padded(64) <= padded(32) && shape.head_dim == 128 && d.sm_margin == 0) return tiled(64, 64);
   if (items64 > sms || 2 * items64 <= num_sms) {
-    const bool wide = shape.head_dim == 64 ? keys >= 512 : items32 <= sms;
+    const bool wide = shape.head_dim == 64 ? keys >= 512 : items32 <= sms || (shape.dtype == Dtype::fp8 && keys >= 512);
     return tiled(32, wide ? 128 : 64);
   }
   return decode_spec(shape, 64, false);
@@ -439,6 +449,7 @@ KernelSpec many_items_fp8_d256_spec(Dtype dtype, std::int64_t items, std::int64_
   if (items > 2 * sms) s.block_n = 32, s.warps_n = 2, s.min_ctas_per_sm = 4;
   return s;
 }
+
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
@@ -447,7 +458,24 @@ KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
   return decode_spec(shape, rows <= 16 ? 16 : 64, false);
 }
 
-KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
+namespace {
+
+// An fp8 cache at D = 128 with up to one item per SM (the 128-row tiles of `few` below) on a
+// device whose DRAM is fast: four stages instead of three, 96 KiB in flight per CTA instead
+// of 64, which a faster DRAM needs to stay busy (bandwidth x loaded latency). On an H200,
+// the 49 D = 128 shapes of three fp8 samples under each tiling (docs/performance.md "On an
+// H200 (thirty-first session)"): B=32 Lk=4029 Hq=64 Hkv=4 36.5 us instead of 37.3, B=5
+// Lk=110643 Hq=8 Hkv=2 over 12 splits 70.7 instead of 71.9, B=59 Lk=40651 Hq=12 Hkv=1 143.1
+// instead of 146.0, five stages no better. On an H100 four stages were slower (B=5 Lk=53011
+// over 12 splits: 57.0 us against 54.5, twenty-second session), so a device of an H100's
+// bandwidth keeps three.
+KernelSpec fp8_latency_spec(Dtype dtype, bool paged) {
+  KernelSpec s = decode_spec(128, dtype, true, paged, 16, true);
+  s.stages = 4;
+  return s;
+}
+
+KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num_sms, double mem_bw_bytes_per_s) {
   check_supported(shape);
   const Decision d = resolve(decision, shape);
   const WorkDecomposition rows16 = decompose_work(shape, d, 16);
@@ -508,6 +536,8 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
   const bool few = shape.dtype == Dtype::fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms;
+  if (few && fp8 && !margin && shape.head_dim == 128 && mem_bw_bytes_per_s >= kFastDramBytesPerS)
+    return fp8_latency_spec(query_dtype(shape), shape.page_size > 0);
   // An fp8 cache takes the three-CTA variant too since its queries run the fp16 MMA (one
   // conversion per pair; 167 registers, no spill), but only where the two-CTA
   // one would need a second wave, past two items per SM: B=17 Lk=4985 Hq=32 Hkv=16 (272
@@ -518,6 +548,16 @@ KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
   if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && stacked && items > sms)
     return many_items_fp8_d256_spec(query_dtype(shape), items, sms);
   return decode_spec(shape, 16, few, dense);
+}
+
+}  // namespace
+
+KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
+  return device_spec_for(shape, decision, num_sms, 0.0);
+}
+
+KernelSpec spec_for(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
+  return device_spec_for(shape, decision, hw.num_sms, hw.mem_bw_bytes_per_s);
 }
 
 KernelSpec combine_spec_for(const Shape& shape) {
@@ -562,6 +602,7 @@ std::vector<KernelSpec> all_kernel_specs() {
             if (latency && d != 128) continue;  // the same tiles as the throughput variant
             out.push_back(decode_spec(d, dt, fp8, paged, 16, latency));
           }
+          if (d == 128 && fp8) out.push_back(fp8_latency_spec(dt, paged));  // a fast DRAM's
           if (d == 128 && paged) {  // many_items_d128_spec
             for (bool six : {true, false})
               if (!(fp8 && six)) out.push_back(two_warp_d128_spec(dt, fp8, six, true));

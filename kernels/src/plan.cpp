@@ -26,7 +26,7 @@ KernelResources kernel_resources(const KernelSpec& decode, const KernelSpec& com
 KernelResources kernel_resources(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
   KernelSpec decode, combine;
   try {
-    decode = spec_for(shape, decision, hw.num_sms);
+    decode = spec_for(shape, decision, hw);
     combine = combine_spec_for(shape);
   } catch (const InputError&) {
     return builtin_kernel_resources();

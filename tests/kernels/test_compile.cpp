@@ -99,15 +99,16 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 90 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 92 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
   // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; fp8's one-warp
   // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged many-items
   // tilings (16-bit: two at D = 128, five at D = 64; fp8: two at D = 128, three at D = 64);
-  // a combine per D.
-  EXPECT_EQ(all_kernel_specs().size(), 180u);
+  // a combine per D; fp8's four-stage 128-row tiles at D = 128 for a fast DRAM (contiguous
+  // and paged).
+  EXPECT_EQ(all_kernel_specs().size(), 184u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -201,10 +202,10 @@ TEST(KernelSpecs, Fp8VariantsStageHalfTheBytes) {
     EXPECT_EQ(k.smem_bytes(), l8.total) << k.name();
     EXPECT_LT(k.smem_bytes(), l16.total) << k.name();
     EXPECT_NE(k.name(), wide.name());
-    // Every fp8 tiling but D = 64's four-stage ones, D = 256's two-stage one, the one-warp
-    // ones and the paged two-warp fours of D = 64 (a paged 16-bit cache takes sixes there) is
-    // also a 16-bit one.
-    if ((k.head_dim == 64 && k.stages == 4) || (k.head_dim == 256 && k.stages == 2) || k.warps() == 1 ||
+    // Every fp8 tiling but the four-stage ones (D = 64, and D = 128 on a fast DRAM), D = 256's
+    // two-stage one, the one-warp ones and the paged two-warp fours of D = 64 (a paged 16-bit
+    // cache takes sixes there) is also a 16-bit one.
+    if (k.stages == 4 || (k.head_dim == 256 && k.stages == 2) || k.warps() == 1 ||
         (k.head_dim == 64 && k.paged && k.warps() == 2 && k.stages == 3))
       continue;
     EXPECT_NE(std::find(all.begin(), all.end(), wide), all.end()) << k.name() << " has no 16-bit twin";
@@ -412,6 +413,40 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   EXPECT_EQ(at(9, 1).block_n, 64);
 }
 
+TEST(KernelSpecs, AFastDramKeepsMoreFp8BytesInFlightUpToOneItemPerSm) {
+  Shape s{32, 1, 16018, 8, 1, 128};  // 32 items per split
+  s.dtype = Dtype::fp8;
+  DeviceInfo h100, h200;
+  h100.num_sms = h200.num_sms = 132;
+  h100.mem_bw_bytes_per_s = 3.35e12;
+  h200.mem_bw_bytes_per_s = 4.8e12;
+  const auto all = all_kernel_specs();
+  for (int page_size : {0, 16}) {
+    s.page_size = page_size;
+    // Up to one item per SM: the 128-row tiles, four stages on the fast DRAM, three on an
+    // H100's and on a device that gives no bandwidth.
+    const KernelSpec fast = spec_for(s, Decision{4, true, 0}, h200);
+    EXPECT_EQ(fast.block_n, 128);
+    EXPECT_EQ(fast.stages, 4);
+    EXPECT_NE(std::find(all.begin(), all.end(), fast), all.end()) << fast.name();
+    KernelSpec three = fast;
+    three.stages = 3;
+    EXPECT_EQ(spec_for(s, Decision{4, true, 0}, h100), three);
+    EXPECT_EQ(spec_for(s, Decision{4, true, 0}, 132), three);
+    // Past one item per SM, with a margin, a 16-bit cache, D = 64 or 256: the rules as on an H100.
+    EXPECT_EQ(spec_for(s, Decision{8, true, 0}, h200), spec_for(s, Decision{8, true, 0}, h100));
+    EXPECT_EQ(spec_for(s, Decision{4, true, 8}, h200), spec_for(s, Decision{4, true, 8}, h100));
+    for (const Shape& other : {Shape{32, 1, 16018, 8, 1, 128, Dtype::bf16, page_size},
+                               Shape{32, 1, 16018, 8, 1, 64, Dtype::fp8, page_size},
+                               Shape{32, 1, 16018, 8, 1, 256, Dtype::fp8, page_size}})
+      EXPECT_EQ(spec_for(other, Decision{4, true, 0}, h200), spec_for(other, Decision{4, true, 0}, h100));
+    // The plan sizes its resources by the same variant.
+    EXPECT_EQ(kernel_resources(s, Decision{4, true, 0}, h200).stages, 4);
+    EXPECT_EQ(plan(s, Decision{4, true, 0}, h200).smem_bytes_per_cta, fast.smem_bytes());
+    EXPECT_EQ(plan(s, Decision{4, true, 0}, h100).smem_bytes_per_cta, three.smem_bytes());
+  }
+}
+
 TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   // Hq=32, Hkv=8 at D = 64: 8 items per request and split.
   auto at = [](int batch, int seqlen_k, int splits, Dtype dtype = Dtype::bf16, int page = 0, int margin = 0) {
@@ -605,6 +640,19 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
   }
   EXPECT_EQ(tiling(spec_for(Shape{76, 1, 1396, 48, 1, 128}, Decision{3, true, 8}, 132)), "m32n64w2x2s3");  // margin
+  // 17-32 rows over an fp8 cache, contiguous or paged: 128-key tiles (a 16-bit 64-key tile's
+  // bytes) once the splits hold 512 keys, though the 32-row items overflow one CTA per SM.
+  for (int page_size : {0, 16}) {
+    Shape mqa{114, 1, 6250, 24, 1, 128};  // 228 items of 32 rows over 2 splits
+    mqa.dtype = Dtype::fp8;
+    mqa.page_size = page_size;
+    const KernelSpec k = spec_for(mqa, Decision{2, true, 0}, 132);
+    EXPECT_EQ(tiling(k), "m32n128w2x2s3") << k.name();
+    EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+    mqa.seqlen_k = 1145;  // 4 splits of 384 keys
+    EXPECT_EQ(tiling(spec_for(mqa, Decision{4, true, 0}, 132)), "m32n64w2x2s3");
+  }
+  EXPECT_EQ(tiling(spec(114, 6250, 24, 1, 128, 2)), "m32n64w2x2s3");  // the same over a bf16 cache
   // Or that leave half the SMs idle: one request over 64 splits.
   EXPECT_EQ(tiling(spec(1, 100000, 64, 1, 128, 64)), "m32n128w2x2s3");  // 128 items of 32
   // D = 64, 16-row items filling three to four (four to six) two-warp CTAs per SM.

@@ -77,6 +77,13 @@ KernelSpec spec_for(const Shape&, bool pack_gqa);
 // (three CTAs per SM, contiguous KV) up to three per SM. Deterministic in (shape,
 // decision, num_sms).
 KernelSpec spec_for(const Shape&, const Decision&, int num_sms);
+// The same on the device `hw` describes: its SMs, and its DRAM bandwidth where a rule sizes
+// the bytes in flight by it (spec_for(shape, decision, num_sms) is a device of an H100's
+// bandwidth). What the plan and the runner use.
+KernelSpec spec_for(const Shape&, const Decision&, const DeviceInfo& hw);
+// The bandwidth from which a device counts as fast for those rules: between an H100 SXM's
+// 3.35 TB/s and an H200's 4.8 TB/s as the driver reports them (memory clock x bus width).
+inline constexpr double kFastDramBytesPerS = 4.0e12;
 KernelSpec combine_spec_for(const Shape&);
 
 // `decode` with the tiling of `tiling`, "m<block_m>n<block_n>w<warps_m>x<warps_n>s<stages>"
