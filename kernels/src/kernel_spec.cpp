@@ -209,8 +209,8 @@ KernelSpec two_warp_rows_spec(Dtype dtype, int stages, bool fp8_kv = false, bool
 //    two-way tensor parallelism among them, 40 over two, 96 over four; 24 fresh shapes, the
 //    oracle's best against the build before, docs/performance.md "On an H200 (thirty-first
 //    session)"): 0.964 of the time (0.865-1.010), over pages of 16 0.953;
-//    B=147 Lk=5712 Hq=96 Hkv=4 250.5 us instead of 285.2, B=120 Lk=44244 Hq=24 Hkv=1 382.8
-//    instead of 430.1. Over splits of three blocks (384 keys) they lost (B=67 Lk=1145 Hq=24 over 4
+//    B=147 Lk=5712 Hq=96 Hkv=4 246.4 us instead of 284.1, B=120 Lk=44244 Hq=24 Hkv=1 380.6
+//    instead of 428.6 (bench/gpu/fp8-long-groups.json). Over splits of three blocks (384 keys) they lost (B=67 Lk=1145 Hq=24 over 4
 //    splits 17.4 us against 16.9). A bf16 cache keeps 64-key tiles (B=114 Lk=6250 Hq=24
 //    Hkv=1 in 32-row tiles: 91.2 us over 64-key tiles, 94.5 over 128);
 //  * otherwise the 64-row tiles: one wave over more than half the SMs, long splits
@@ -466,9 +466,12 @@ namespace {
 // the 49 D = 128 shapes of three fp8 samples under each tiling (docs/performance.md "On an
 // H200 (thirty-first session)"): B=32 Lk=4029 Hq=64 Hkv=4 36.5 us instead of 37.3, B=5
 // Lk=110643 Hq=8 Hkv=2 over 12 splits 70.7 instead of 71.9, B=59 Lk=40651 Hq=12 Hkv=1 143.1
-// instead of 146.0, five stages no better. On an H100 four stages were slower (B=5 Lk=53011
-// over 12 splits: 57.0 us against 54.5, twenty-second session), so a device of an H100's
-// bandwidth keeps three.
+// instead of 146.0, five stages no better. On 20 fresh shapes (bench/gpu/fp8-few-items.json)
+// against the build before: 0.995 of the time, 0.980-0.997 on the ten whose best split holds
+// at most one item per SM (B=115 Lk=32508 Hq=6 Hkv=1 219.9 us instead of 224.2); the paged
+// twins, whose best splits hold more, 1.000. On an H100 four stages were slower (B=5
+// Lk=53011 over 12 splits: 57.0 us against 54.5, twenty-second session), so a device of an
+// H100's bandwidth keeps three.
 KernelSpec fp8_latency_spec(Dtype dtype, bool paged) {
   KernelSpec s = decode_spec(128, dtype, true, paged, 16, true);
   s.stages = 4;
