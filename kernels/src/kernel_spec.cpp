@@ -354,11 +354,15 @@ KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int
 //    B=90 Lk=800 Hq=128 Hkv=8 (720) 31.7 instead of 38.0, B=135 Lk=1500 43.1 instead of 48.5
 //    at their best splits; B=256 Lk=800 Hq=32 Hkv=2 (512) 24.0 instead of 24.5.
 KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split, bool paged = false) {
-  // Paged, the one-warp fourteens spill (128 registers) and the sixteens did (they compile
-  // without spill since the table holds row offsets; not measured since); the two-warp sixes
-  // stand in: B=237 Lk=270 Hq=32 Hkv=8 (1896 items) 41.2 us instead of 49.4.
+  // Paged, the one-warp fourteens spill (128 registers); the two-warp sixes stand in there.
+  // The sixteens spilled too until the table held row offsets; paged, they now win as they do
+  // contiguous (forced tilings on an H200, pages of 1 and 16, docs/performance.md "On an
+  // H200 (thirty-first session)"): B=237 Lk=270 Hq=32 Hkv=8 (1896 items) 25.7 us instead of
+  // 36.1 over pages of 1, B=200 Lk=800 Hq=128 Hkv=8 56.4 instead of 67.1 over pages of 16,
+  // B=250 Lk=3000 Hq=32 Hkv=8 194.6 instead of 226.2; under seven items per SM they lost
+  // (B=180 Lk=4000 Hq=14 Hkv=2, 720 items at its best split: 60.3 us against 58.5).
   if (!paged && items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3);
-  if (const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2); !paged && items >= 7 * sms && rounds_fill(items, sms, sixteen))
+  if (const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2, paged); items >= 7 * sms && rounds_fill(items, sms, sixteen))
     return sixteen;
   // Paged splits of two blocks keep the 64-key tiles below: B=71 Lk=232 Hq=16 Hkv=4 (284
   // items) 9.8 us against 10.4 in the two-warp fours, B=163 Lk=248 Hq=14 Hkv=2 9.9 against 10.7.
@@ -496,9 +500,8 @@ KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num
   // 144-264 CTAs of the two-CTA variant (9-17 MiB) 1.5-4% slower than the three-CTA one
   // (README, "Bytes in flight"). So the biggest tiles only while at most half the SMs have a
   // CTA, and the smallest once there are more CTAs than SMs, up to the three per SM the
-  // dense variant holds. (Contiguous KV at D = 128: the paged dense variant spilled at its
-  // 168 registers; it compiles without spill since the table holds row offsets, not measured
-  // since. D = 64 has its own rule below, and D = 256 one tiling, two with fp8.)
+  // dense variant holds. (At D = 128; a paged cache from two items per SM, below. D = 64 has
+  // its own rule below, and D = 256 one tiling, two with fp8.)
   //
   // With an SM margin the grid holds one CTA per usable SM (grid_ctas_per_sm, plan.hpp), so
   // the bytes in flight are those of min(items, SMs - margin) CTAs: the 128-row tiles while
@@ -546,8 +549,14 @@ KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num
   // one would need a second wave, past two items per SM: B=17 Lk=4985 Hq=32 Hkv=16 (272
   // items) 118.8 us instead of 135.7, B=76 Lk=4568 Hq=20 Hkv=4 (304) 122.9 instead of 133.8;
   // B=32 Lk=8192 Hq=32 Hkv=8 (256) 178.7 against 174.3 (docs/performance.md).
-  const std::int64_t dense_from = shape.dtype == Dtype::fp8 ? 2 * sms : sms;
-  const bool dense = stacked && shape.head_dim == 128 && items > dense_from && items <= 3 * sms;
+  // A paged 16-bit cache takes it past two items per SM too (its 168 registers spilled the
+  // page ids until the table held row offsets). Forced on an H200 over pages of 1, 16 and 64
+  // (docs/performance.md "On an H200 (thirty-first session)"): B=90 Lk=3000 Hq=16 Hkv=4 (360
+  // items) 133.1 us instead of 137.4 over pages of 16, B=48 Lk=20000 Hq=28 Hkv=4 over 2 splits
+  // (384) 453.7 instead of 459.1, B=40 Lk=6000 Hq=64 Hkv=8 (320) 234.2 instead of 237.9; at
+  // two per SM it lost (B=33 Lk=8192 Hq=64 Hkv=8, 264 items: 255.7 us in the two-CTA tiles).
+  const std::int64_t dense_from = shape.dtype == Dtype::fp8 || !stacked ? 2 * sms : sms;
+  const bool dense = (stacked || (paged && !fp8)) && shape.head_dim == 128 && items > dense_from && items <= 3 * sms;
   if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && stacked && items > sms)
     return many_items_fp8_d256_spec(query_dtype(shape), items, sms);
   return decode_spec(shape, 16, few, dense);
@@ -606,6 +615,7 @@ std::vector<KernelSpec> all_kernel_specs() {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, latency));
           }
           if (d == 128 && fp8) out.push_back(fp8_latency_spec(dt, paged));  // a fast DRAM's
+          if (d == 128 && paged && !fp8) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));  // dense
           if (d == 128 && paged) {  // many_items_d128_spec
             for (bool six : {true, false})
               if (!(fp8 && six)) out.push_back(two_warp_d128_spec(dt, fp8, six, true));
@@ -620,12 +630,12 @@ std::vector<KernelSpec> all_kernel_specs() {
           if (d == 256 && !paged && fp8)
             for (std::int64_t items : {2, 3}) out.push_back(many_items_fp8_d256_spec(dt, items, 1));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
-          if (d == 64 && fp8) {  // fp8_d64_spec: paged caches from three items per SM, no one-warp CTAs
+          if (d == 64 && fp8) {  // fp8_d64_spec: paged caches from three items per SM, no one-warp fourteens
             for (int items : {1, 2, 3})
               if (!paged || items == 3) out.push_back(fp8_d64_spec(dt, items, 1, 3, paged));
             for (int stages : {2, 3}) out.push_back(two_warp_rows_spec(dt, stages, true, paged));
-            if (!paged)
-              for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
+            for (int stages : {2, 3})  // paged: the sixteens only (the fourteens spill)
+              if (!paged || stages == 2) out.push_back(one_warp_spec(d, dt, true, stages, paged));
           }
           if (d == 64 && !fp8) {  // d64_16bit_spec, contiguous or paged
             for (KernelSpec k : {many_items_d64_spec(dt, false, paged), many_items_d64_spec(dt, true, paged),

@@ -99,7 +99,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 92 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 94 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
@@ -107,8 +107,9 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged many-items
   // tilings (16-bit: two at D = 128, five at D = 64; fp8: two at D = 128, three at D = 64);
   // a combine per D; fp8's four-stage 128-row tiles at D = 128 for a fast DRAM (contiguous
-  // and paged).
-  EXPECT_EQ(all_kernel_specs().size(), 184u);
+  // and paged), the paged fp8 one-warp sixteens at D = 64 and the paged 16-bit three-CTA
+  // tiles at D = 128.
+  EXPECT_EQ(all_kernel_specs().size(), 188u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -406,9 +407,15 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
     EXPECT_EQ(k.stages, 3) << k.name();
     EXPECT_EQ(k.min_ctas_per_sm, 1) << k.name();
   }
-  s.page_size = 16;  // paged KV: the dense variant's registers would spill the page ids
+  s.page_size = 16;  // paged KV: the dense variant from two items per SM, not from one
+  EXPECT_EQ(at(33, 1).min_ctas_per_sm, 1);  // 264
+  EXPECT_EQ(at(33, 1).stages, 3);
+  EXPECT_EQ(at(34, 1), as_paged(dense));  // 272
+  EXPECT_EQ(at(49, 1), as_paged(dense));  // 392
+  EXPECT_NE(std::find(all.begin(), all.end(), as_paged(dense)), all.end());
+  s.dtype = Dtype::fp8;  // not over an fp8 cache
   EXPECT_EQ(at(34, 1).min_ctas_per_sm, 1);
-  EXPECT_EQ(at(34, 1).stages, 3);
+  s.dtype = Dtype::bf16;
   EXPECT_EQ(at(8, 1).block_n, 128);
   EXPECT_EQ(at(9, 1).block_n, 64);
 }
@@ -534,7 +541,8 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(tiling(at(264, 1000, 1, Dtype::fp8)), "n32s2o16");  // 2112: one round of sixteen
   EXPECT_EQ(tiling(at(29, 1000, 16, Dtype::fp8)), "n32s2o16");  // 3712: 2112 + 1600
   EXPECT_EQ(at(270, 1000, 1, Dtype::fp8).warps(), 4);  // 2160: 2112 + 48, as before
-  EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 16), as_paged(at(67, 1000, 1, Dtype::fp8)));  // paged: the two-warp sixes
+  EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 16), as_paged(at(116, 1000, 1, Dtype::fp8)));  // paged: the sixteens too
+  EXPECT_EQ(at(99, 1000, 1, Dtype::fp8, 16), as_paged(at(67, 1000, 1, Dtype::fp8)));  // not the fourteens: two-warp sixes
   EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 0, 4).warps(), 4);  // a margin: as before
   EXPECT_LE(16 * (at(116, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
   EXPECT_LE(14 * (at(99, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
