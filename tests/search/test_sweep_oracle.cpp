@@ -71,7 +71,8 @@ TEST(Sweep, BatchCurveFindsTheWaveCliff) {
   std::vector<Shape> shapes;
   for (int b = 40; b >= 1; --b) {  // any order
     shapes.push_back(shape(b, 8192, 64, 8));
-    shapes.back().page_size = 256;  // paged KV: no three-CTA variant to absorb the cliff
+    shapes.back().dtype = Dtype::fp8;  // paged fp8 KV: no three-CTA variant to absorb the cliff
+    shapes.back().page_size = 256;
   }
   const BatchCurve c = sweep_batch(stored, *one_split, shapes);
   ASSERT_EQ(c.points.size(), 40u);
@@ -84,11 +85,14 @@ TEST(Sweep, BatchCurveFindsTheWaveCliff) {
   EXPECT_GT(*c.points[c.worst].excess, 0.05);
   EXPECT_DOUBLE_EQ(*c.points[5].step, c.points[5].measurement->median_us / c.points[4].measurement->median_us);
 
-  // Contiguous KV runs 265..396 CTAs three to an SM, one wave: no step past 1% up to B=40.
-  for (auto& s : shapes) s.page_size = 0;
-  const BatchCurve dense = sweep_batch(stored, *one_split, shapes);
-  ASSERT_GE(dense.worst, 0);
-  EXPECT_LT(*dense.points[dense.worst].excess, 0.01) << describe(dense.points[dense.worst].shape);
+  // 16-bit KV runs 265..396 CTAs three to an SM, one wave, contiguous or paged: no step past
+  // 1% up to B=40.
+  for (int page_size : {0, 256}) {
+    for (auto& s : shapes) s.dtype = Dtype::bf16, s.page_size = page_size;
+    const BatchCurve dense = sweep_batch(stored, *one_split, shapes);
+    ASSERT_GE(dense.worst, 0);
+    EXPECT_LT(*dense.points[dense.worst].excess, 0.01) << describe(dense.points[dense.worst].shape);
+  }
 }
 
 TEST(Oracle, HoldsTheBaselinesDecisionWhenItsSpaceMissesIt) {
