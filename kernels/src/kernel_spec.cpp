@@ -360,7 +360,9 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int b
   // H200 (thirty-first session)"): B=237 Lk=270 Hq=32 Hkv=8 (1896 items) 25.7 us instead of
   // 36.1 over pages of 1, B=200 Lk=800 Hq=128 Hkv=8 56.4 instead of 67.1 over pages of 16,
   // B=250 Lk=3000 Hq=32 Hkv=8 194.6 instead of 226.2; under seven items per SM they lost
-  // (B=180 Lk=4000 Hq=14 Hkv=2, 720 items at its best split: 60.3 us against 58.5).
+  // (B=180 Lk=4000 Hq=14 Hkv=2, 720 items at its best split: 60.3 us against 58.5). On 16
+  // fresh paged shapes (bench/gpu/paged-sixteens-dense.json) against the build before: 0.962
+  // of the time (0.752-1.005).
   if (!paged && items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3);
   if (const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2, paged); items >= 7 * sms && rounds_fill(items, sms, sixteen))
     return sixteen;
@@ -554,7 +556,9 @@ KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num
   // (docs/performance.md "On an H200 (thirty-first session)"): B=90 Lk=3000 Hq=16 Hkv=4 (360
   // items) 133.1 us instead of 137.4 over pages of 16, B=48 Lk=20000 Hq=28 Hkv=4 over 2 splits
   // (384) 453.7 instead of 459.1, B=40 Lk=6000 Hq=64 Hkv=8 (320) 234.2 instead of 237.9; at
-  // two per SM it lost (B=33 Lk=8192 Hq=64 Hkv=8, 264 items: 255.7 us in the two-CTA tiles).
+  // two per SM it lost (B=33 Lk=8192 Hq=64 Hkv=8, 264 items: 264.8 us against 255.7 in the
+  // two-CTA tiles). On 16 fresh paged shapes (bench/gpu/paged-sixteens-dense.json) against
+  // the build before: 0.979 of the time (0.889-1.001).
   const std::int64_t dense_from = shape.dtype == Dtype::fp8 || !stacked ? 2 * sms : sms;
   const bool dense = (stacked || (paged && !fp8)) && shape.head_dim == 128 && items > dense_from && items <= 3 * sms;
   if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && stacked && items > sms)
