@@ -210,9 +210,10 @@ KernelSpec two_warp_rows_spec(Dtype dtype, int stages, bool fp8_kv = false, bool
 //    oracle's best against the build before, docs/performance.md "On an H200 (thirty-first
 //    session)"): 0.964 of the time (0.865-1.010), over pages of 16 0.953;
 //    B=147 Lk=5712 Hq=96 Hkv=4 246.4 us instead of 284.1, B=120 Lk=44244 Hq=24 Hkv=1 380.6
-//    instead of 428.6 (bench/gpu/fp8-long-groups.json). Over splits of three blocks (384 keys) they lost (B=67 Lk=1145 Hq=24 over 4
-//    splits 17.4 us against 16.9). A bf16 cache keeps 64-key tiles (B=114 Lk=6250 Hq=24
-//    Hkv=1 in 32-row tiles: 91.2 us over 64-key tiles, 94.5 over 128);
+//    instead of 428.6 (bench/gpu/fp8-long-groups.json). Over splits of three blocks (384
+//    keys) they lost (B=67 Lk=1145 Hq=24 over 4 splits 17.4 us against 16.9). A bf16 cache
+//    keeps 64-key tiles (B=114 Lk=6250 Hq=24 Hkv=1 in 32-row tiles: 91.2 us over 64-key
+//    tiles, 94.5 over 128);
 //  * otherwise the 64-row tiles: one wave over more than half the SMs, long splits
 //    (Hq = 48 / 1 at B = 77, Lk = 1500: 28.8 us against 32.4 in 32-row tiles).
 // Before all of these, at D = 64 (16-bit, contiguous, no margin; bench/gpu/domain-misses.json,
@@ -364,8 +365,8 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int b
   // fresh paged shapes (bench/gpu/paged-sixteens-dense.json) against the build before: 0.962
   // of the time (0.752-1.005).
   if (!paged && items >= 6 * sms && items < 7 * sms) return one_warp_spec(64, dtype, true, 3);
-  if (const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2, paged); items >= 7 * sms && rounds_fill(items, sms, sixteen))
-    return sixteen;
+  const KernelSpec sixteen = one_warp_spec(64, dtype, true, 2, paged);
+  if (items >= 7 * sms && rounds_fill(items, sms, sixteen)) return sixteen;
   // Paged splits of two blocks keep the 64-key tiles below: B=71 Lk=232 Hq=16 Hkv=4 (284
   // items) 9.8 us against 10.4 in the two-warp fours, B=163 Lk=248 Hq=14 Hkv=2 9.9 against 10.7.
   if (items > 2 * sms && (blocks_per_split == 1 || (blocks_per_split == 2 && !paged)))
@@ -472,7 +473,7 @@ namespace {
 // the 49 D = 128 shapes of three fp8 samples under each tiling (docs/performance.md "On an
 // H200 (thirty-first session)"): B=32 Lk=4029 Hq=64 Hkv=4 36.5 us instead of 37.3, B=5
 // Lk=110643 Hq=8 Hkv=2 over 12 splits 70.7 instead of 71.9, B=59 Lk=40651 Hq=12 Hkv=1 143.1
-// instead of 146.0, five stages no better. On 20 fresh shapes (bench/gpu/fp8-few-items.json)
+// instead of 146.0; five stages no better than four. On 20 fresh shapes (bench/gpu/fp8-few-items.json)
 // against the build before: 0.995 of the time, 0.980-0.997 on the ten whose best split holds
 // at most one item per SM (B=115 Lk=32508 Hq=6 Hkv=1 219.9 us instead of 224.2); the paged
 // twins, whose best splits hold more, 1.000. On an H100 four stages were slower (B=5

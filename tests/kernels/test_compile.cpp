@@ -542,7 +542,7 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
   EXPECT_EQ(tiling(at(29, 1000, 16, Dtype::fp8)), "n32s2o16");  // 3712: 2112 + 1600
   EXPECT_EQ(at(270, 1000, 1, Dtype::fp8).warps(), 4);  // 2160: 2112 + 48, as before
   EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 16), as_paged(at(116, 1000, 1, Dtype::fp8)));  // paged: the sixteens too
-  EXPECT_EQ(at(99, 1000, 1, Dtype::fp8, 16), as_paged(at(67, 1000, 1, Dtype::fp8)));  // not the fourteens: two-warp sixes
+  EXPECT_EQ(at(99, 1000, 1, Dtype::fp8, 16), as_paged(at(67, 1000, 1, Dtype::fp8)));  // no fourteens: the sixes
   EXPECT_EQ(at(116, 1000, 1, Dtype::fp8, 0, 4).warps(), 4);  // a margin: as before
   EXPECT_LE(16 * (at(116, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
   EXPECT_LE(14 * (at(99, 1000, 1, Dtype::fp8).smem_bytes() + 1024), 228 * 1024);
