@@ -2,7 +2,7 @@
 """fp8 caches against their 16-bit twins (the same shape with dtype = its q_dtype) in
 `evodispatch bench --json` outputs of any device, the built-in kernels or fa3:cuda:N: the
 fp8 time / 16-bit time of each pair, and issue 18's fp8 target (at most 0.55 where the
-16-bit cache is over 256 MB).
+16-bit cache is over 256 MB), counted again over 1 GB.
 
     fp8_twins.py bench.json [bench.json ...] [--label NAME] [--out twins.json]
 
@@ -18,6 +18,9 @@ from shapes import kv_bytes
 
 TARGET = 0.55
 OVER_BYTES = 256e6  # issue 18's "over 256 MB": a 268 MB cache counts
+# A call's fixed cost weighs more against a faster DRAM's stream, so the target is also
+# counted from 1 GB, where an H200 meets it as an H100 does from 256 MB (performance.md).
+LARGE_BYTES = 1e9
 
 
 def shape_key(s):
@@ -100,17 +103,22 @@ def main():
     checks = target_checks(pairs)
     met = sum(1 for _, _, ok in checks if ok)
     over = [r for e, t, r in pairs if kv_bytes(t["shape"]) > OVER_BYTES]
+    large = [r for e, t, r in pairs if kv_bytes(t["shape"]) > LARGE_BYTES]
     if over:
         print()
         print("%s: %d of %d caches over 256 MB at most %.2f, geomean %.3f, worst %.3f" %
               (a.label, met, len(checks), TARGET, math.exp(sum(map(math.log, over)) / len(over)), max(over)))
+    if large:
+        print("%s: %d of %d caches over 1 GB at most %.2f" % (a.label, sum(1 for r in large if r <= TARGET), len(large),
+                                                              TARGET))
     if a.out:
         with open(a.out, "w") as fh:
             json.dump({"label": a.label,
                        "pairs": [{"shape": e["shape"], "fp8_us": e["us"], "twin_us": t["us"], "ratio": r,
                                   "fp8_decision": e["decision"], "twin_decision": t["decision"]} for e, t, r in pairs],
                        "failed": failed,
-                       "targets": [{"target": n, "measured": v, "met": ok} for n, v, ok in checks]}, fh, indent=1)
+                       "targets": [{"target": n, "measured": v, "met": ok} for n, v, ok in checks],
+                       "over_1gb": {"met": sum(1 for r in large if r <= TARGET), "count": len(large)}}, fh, indent=1)
 
 
 if __name__ == "__main__":

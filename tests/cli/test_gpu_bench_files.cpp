@@ -107,6 +107,9 @@ TEST_F(Fp8TwinsScript, PairsEachFp8CacheWithItsQueryDtypesTwinAndChecksTheTarget
       {{"shape", shape(131072, "fp8")}, {"median_us", 54.0}},
       {{"shape", fp16}, {"median_us", 90.0}},
       {{"shape", q16}, {"median_us", 51.3}},
+      // 1074 MB: counted over 256 MB and over 1 GB.
+      {{"shape", shape(524288, "bf16")}, {"median_us", 400.0}},
+      {{"shape", shape(524288, "fp8")}, {"median_us", 208.0}},
       // 67 MB: a ratio, no target.
       {{"shape", shape(32768, "bf16")}, {"median_us", 30.0}},
       {{"shape", shape(32768, "fp8")}, {"median_us", 18.0}},
@@ -121,13 +124,17 @@ TEST_F(Fp8TwinsScript, PairsEachFp8CacheWithItsQueryDtypesTwinAndChecksTheTarget
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("failed: does not support headdim"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("FA3: 1 of 2 caches over 256 MB at most 0.55, geomean 0.555, worst 0.570"), std::string::npos)
+  EXPECT_NE(r.out.find("FA3: 2 of 3 caches over 256 MB at most 0.55, geomean 0.543, worst 0.570"), std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("FA3: 1 of 1 caches over 1 GB at most 0.55"), std::string::npos) << r.out;
   const auto report = nlohmann::json::parse(std::ifstream(dir_ / "twins.json"));
-  EXPECT_EQ(report["pairs"].size(), 3u);
-  ASSERT_EQ(report["targets"].size(), 2u);
+  EXPECT_EQ(report["pairs"].size(), 4u);
+  ASSERT_EQ(report["targets"].size(), 3u);
   EXPECT_EQ(report["targets"][0]["met"], true);
   EXPECT_EQ(report["targets"][1]["met"], false);
+  EXPECT_EQ(report["targets"][2]["met"], true);
+  EXPECT_EQ(report["over_1gb"]["met"], 1);
+  EXPECT_EQ(report["over_1gb"]["count"], 1);
 }
 
 TEST_F(Fp8TwinsScript, NamesTheFileThatIsNotABenchOutput) {
