@@ -546,7 +546,7 @@ KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
   const bool few = shape.dtype == Dtype::fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms;
   if (few && fp8 && !margin && shape.head_dim == 128 && mem_bw_bytes_per_s >= kFastDramBytesPerS)
-    return fp8_latency_spec(query_dtype(shape), shape.page_size > 0);
+    return fp8_latency_spec(query_dtype(shape), paged);
   // An fp8 cache takes the three-CTA variant too since its queries run the fp16 MMA (one
   // conversion per pair; 167 registers, no spill), but only where the two-CTA
   // one would need a second wave, past two items per SM: B=17 Lk=4985 Hq=32 Hkv=16 (272
@@ -560,7 +560,7 @@ KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num
   // two per SM it lost (B=33 Lk=8192 Hq=64 Hkv=8, 264 items: 264.8 us against 255.7 in the
   // two-CTA tiles). On 16 fresh paged shapes (bench/gpu/paged-sixteens-dense.json) against
   // the build before: 0.979 of the time (0.889-1.001).
-  const std::int64_t dense_from = shape.dtype == Dtype::fp8 || !stacked ? 2 * sms : sms;
+  const std::int64_t dense_from = fp8 || !stacked ? 2 * sms : sms;
   const bool dense = (stacked || (paged && !fp8)) && shape.head_dim == 128 && items > dense_from && items <= 3 * sms;
   if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && stacked && items > sms)
     return many_items_fp8_d256_spec(query_dtype(shape), items, sms);

@@ -38,7 +38,7 @@ KernelResources builtin_kernel_resources();
 // The resources a decode variant and its combine kernel state; registers at the launch
 // bound's worst case (the runner replaces them, and the occupancies, with the GPU's).
 KernelResources kernel_resources(const KernelSpec& decode, const KernelSpec& combine);
-// The resources of the variant spec_for(shape, decision, SMs) and its combine kernel.
+// The resources of the variant spec_for(shape, decision, hw) and its combine kernel.
 // Falls back to the generic kernel for shapes without a variant.
 KernelResources kernel_resources(const Shape&, const Decision&, const DeviceInfo&);
 
