@@ -179,6 +179,16 @@ KernelSpec two_warp_rows_spec(Dtype dtype, int stages, bool fp8_kv = false, bool
   return s;
 }
 
+// A packed group of 65-128 rows (Falcon-7B's 71 query heads over one KV head) in one 128-row
+// tile over 8 x 1 warps, 128-key K/V tiles in four stages (150 KiB: one CTA per SM), at D = 64
+// over a paged 16-bit cache: the group's KV is read once per split, where 32-row tiles read
+// it three times (long_group_spec says when).
+KernelSpec wide_group_spec(Dtype dtype) {
+  KernelSpec s = packed_rows_spec(64, dtype, false, true, 128, 128);
+  s.stages = 4;
+  return s;
+}
+
 // A packed group of more than 16 rows whose 16-row items overflow the SMs (spec_for below).
 // Measured on an H100 on bench/gpu/packed-groups.json (docs/performance.md, "Long packed
 // groups"), against the 64-row tiles this replaced where it departs from them:
@@ -223,18 +233,37 @@ KernelSpec two_warp_rows_spec(Dtype dtype, int stages, bool fp8_kv = false, bool
 // instead of 49.1 (cuDNN 40.3), B=104 Lk=1000 18.7 instead of 24.4, B=150 Lk=2684 53.1
 // instead of 57.8 (six per SM). Fewer per SM leave the SMs short of warps (B=64 Lk=1000,
 // 320 items: 17.9 us against 15.0); more need a second wave of them.
+// Over a paged 16-bit cache at D = 64 (an H200: 40 Falcon-7B shapes under every tiling, then
+// fresh ones; docs/performance.md "On an H200 (thirty-second session)"):
+//  * the two-warp tiles only over splits of one block, in their two-stage form (more than
+//    four per SM): 8.6 us at B=136 Lk=122 against 12.0 (0.72-0.73 on the three fresh shapes
+//    in that band). Over longer splits they lost up to 23% (B=12 Lk=4108: 19.4 us against
+//    15.8), three stages 3% at B=86 Lk=43 over pages of 1, and B=14 Lk=780 over 8 splits of
+//    one block still loses 5% (9.9 us against 9.4);
+//  * where the splits are long, a paged group of 71 rows in 32-row tiles read its KV three
+//    times where the contiguous cache's L2 caught the rereads (B=44 Lk=35071: 231 us paged,
+//    168 contiguous). One 128-row tile (wide_group_spec) reads it once: 198 us, against
+//    FA3's 179; B=105 Lk=102156 1371 against 1670. It pays from 512 keys per split while the
+//    128-row items cover three quarters of the SMs (B=37 Lk=1872 over 3 splits, 111 items:
+//    19.5 us against 19.9; over 48 items or 384-key splits it lost 2-24%). On 30 fresh
+//    Falcon shapes over pages (bench/gpu/falcon-paged.json) both rules together take 0.922
+//    of the time before (0.707-1.030). Over an fp8 cache the 128-row tile lost on three of
+//    five paged shapes (by up to 4%).
 KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, std::int64_t sms) {
   const WorkDecomposition rows16 = decompose_work(shape, d, 16);
-  if (shape.head_dim == 64 && shape.dtype != Dtype::fp8 && shape.page_size == 0 && d.sm_margin == 0 &&
-      rows16.items > 3 * sms && rows16.items <= 6 * sms)
-    return two_warp_rows_spec(query_dtype(shape), rows16.items <= 4 * sms ? 3 : 2);
   const int rows = rows16.rows_per_group;
   const int block = features(shape).block_n;  // the split block (decode_split_block)
   const int keys = blocks_per_split(shape, d) * block;  // per split
+  const bool paged = shape.page_size > 0;
+  if (shape.head_dim == 64 && shape.dtype != Dtype::fp8 && d.sm_margin == 0) {
+    if (rows16.items > (paged ? 4 : 3) * sms && rows16.items <= 6 * sms && (!paged || keys <= block))
+      return two_warp_rows_spec(query_dtype(shape), rows16.items <= 4 * sms ? 3 : 2, false, paged);
+    if (paged && rows > 64 && rows <= 128 && keys >= 512 && 4 * decompose_work(shape, d, 128).items >= 3 * sms)
+      return wide_group_spec(query_dtype(shape));
+  }
   const std::int64_t items32 = decompose_work(shape, d, 32).items, items64 = decompose_work(shape, d, 64).items;
   auto tiled = [&](int block_m, int block_n) {
-    return packed_rows_spec(shape.head_dim, query_dtype(shape), shape.dtype == Dtype::fp8, shape.page_size > 0,
-                            block_m, block_n);
+    return packed_rows_spec(shape.head_dim, query_dtype(shape), shape.dtype == Dtype::fp8, paged, block_m, block_n);
   };
   auto padded = [rows](int m) { return (rows + m - 1) / m * m; };
   if (shape.head_dim == 256) return decode_spec(shape, 64, false);
@@ -647,7 +676,8 @@ std::vector<KernelSpec> all_kernel_specs() {
                                  two_warp_rows_spec(dt, 2, false, paged), one_warp_spec(d, dt, false, 2, paged),
                                  one_warp_spec(d, dt, false, 3, paged)})
               out.push_back(k);
-            if (!paged) out.push_back(two_warp_rows_spec(dt, 3));  // long packed groups (long_group_spec)
+            // long packed groups (long_group_spec)
+            out.push_back(paged ? wide_group_spec(dt) : two_warp_rows_spec(dt, 3));
           }
           if (d == 256) continue;
           for (auto [block_m, block_n] : {std::pair{32, 64}, {32, 128}, {64, 64}})

@@ -109,7 +109,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // a combine per D; fp8's four-stage 128-row tiles at D = 128 for a fast DRAM (contiguous
   // and paged), the paged fp8 one-warp sixteens at D = 64 and the paged 16-bit three-CTA
   // tiles at D = 128.
-  EXPECT_EQ(all_kernel_specs().size(), 188u);
+  EXPECT_EQ(all_kernel_specs().size(), 190u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -670,6 +670,33 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
   EXPECT_EQ(spec(150, 2684, 71, 1, 64, 1).min_ctas_per_sm, 6);
   EXPECT_EQ(tiling(spec(200, 2684, 71, 1, 64, 1)), "m32n128w2x2s3");  // 1000: past six per SM
   EXPECT_EQ(tiling(spec(64, 1000, 71, 1, 64, 1)), "m64n128w4x2s3");   // 320: under three
+  // Over a paged 16-bit cache the two-warp tiles take only splits of one block, from four
+  // items per SM (their two-stage form); longer splits
+  // of 65-128 rows (512 keys or more, 128-row items on three quarters of the SMs) read the
+  // group's KV once, in one 128-row tile.
+  auto falcon_paged = [](int batch, int seqlen_k, int splits, Dtype dtype = Dtype::bf16) {
+    Shape s{batch, 1, seqlen_k, 71, 1, 64};
+    s.page_size = 16;
+    s.dtype = dtype;
+    return spec_for(s, Decision{splits, true, 0}, 132);
+  };
+  EXPECT_EQ(tiling(falcon_paged(136, 122, 1)), "m16n64w1x2s2");  // 680 items of one block
+  EXPECT_EQ(tiling(falcon_paged(104, 120, 1)), "m32n64w2x2s3");  // 520: not the three-stage ones
+  EXPECT_EQ(tiling(falcon_paged(44, 35071, 3)), "m128n128w8x1s4");  // 132 items of 11 690 keys
+  EXPECT_EQ(tiling(falcon_paged(149, 11447, 6)), "m128n128w8x1s4");  // 894 of 1908
+  EXPECT_EQ(tiling(falcon_paged(33, 2684, 3)), "m128n128w8x1s4");  // 99 of 896: three quarters of the SMs
+  EXPECT_EQ(tiling(falcon_paged(44, 35071, 3, Dtype::fp16)), "m128n128w8x1s4");
+  EXPECT_EQ(tiling(falcon_paged(1, 41223, 48)), "m64n128w4x2s3");  // 48 items
+  EXPECT_EQ(tiling(falcon_paged(12, 4108, 12)), "m32n64w2x2s3");  // 384-key splits
+  EXPECT_EQ(tiling(falcon_paged(32, 2684, 3)), "m32n128w2x2s3");   // 96 items
+  EXPECT_EQ(tiling(falcon_paged(44, 35071, 3, Dtype::fp8)), "m32n128w2x2s3");
+  EXPECT_EQ(tiling(spec(44, 35071, 71, 1, 64, 3)), "m16n64w1x2s2");  // contiguous: as before
+  EXPECT_EQ(tiling(spec(149, 11447, 71, 1, 64, 6)), "m32n128w2x2s3");
+  for (const KernelSpec& k :
+       {falcon_paged(136, 122, 1), falcon_paged(149, 11447, 6), falcon_paged(44, 35071, 3), falcon_paged(44, 35071, 3, Dtype::fp16)}) {
+    EXPECT_TRUE(k.paged) << k.name();
+    EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+  }
   // One wave over more than half the SMs, long splits: the 64-row tiles.
   EXPECT_EQ(tiling(spec(77, 1500, 48, 1, 128, 1)), "m64n128w4x2s3");
   EXPECT_EQ(spec(128, 4096, 32, 1, 256, 1).block_m, 64);  // D = 256 keeps them

@@ -112,6 +112,12 @@ std::vector<SweepCase> sweep_cases() {
   add("long", S().fp16().b(150).heads(71, 1).d(64).lk(1000), dec(1));  // m16n64w1x2s2, six per SM
   add("long", S().b(13).heads(71, 1).d(64).lk(4099), dec(10), mixed);  // six per SM, mixed lengths
   add("long", S().fp8().b(77).heads(71, 1).d(64).lk(1500).page(16), dec(1));
+  // Over a paged 16-bit cache: one 128-row tile (m128n128w8x1s4), and the two-warp tiles
+  // over splits of one block.
+  add("long", S().b(44).heads(71, 1).d(64).lk(3000).page(16), dec(3));
+  add("long", S().fp16().b(13).heads(71, 1).d(64).lk(4099).page(1), dec(8), mixed);
+  add("long", S().b(136).heads(71, 1).d(64).lk(122).page(16), dec(1));         // m16n64w1x2s2
+  add("long", S().fp16().b(150).heads(71, 1).d(64).lk(120).page(3), dec(1));   // the same, fp16
   add("long", S().fp8(Dtype::fp16).b(77).heads(64, 2).lk(1500), dec(2));
   add("long", S().fp8().b(256).heads(48, 1).lk(100), dec(1), {}, true);
   // Head dim 128 past three items per SM (many_items_d128_spec): two-warp CTAs over 32-key
