@@ -99,7 +99,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 94 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 95 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
@@ -107,8 +107,8 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged many-items
   // tilings (16-bit: two at D = 128, five at D = 64; fp8: two at D = 128, three at D = 64);
   // a combine per D; fp8's four-stage 128-row tiles at D = 128 for a fast DRAM (contiguous
-  // and paged), the paged fp8 one-warp sixteens at D = 64 and the paged 16-bit three-CTA
-  // tiles at D = 128.
+  // and paged), the paged fp8 one-warp sixteens at D = 64, the paged 16-bit three-CTA
+  // tiles at D = 128 and the paged 16-bit 128-row tiles of long groups at D = 64.
   EXPECT_EQ(all_kernel_specs().size(), 190u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
@@ -671,9 +671,8 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
   EXPECT_EQ(tiling(spec(200, 2684, 71, 1, 64, 1)), "m32n128w2x2s3");  // 1000: past six per SM
   EXPECT_EQ(tiling(spec(64, 1000, 71, 1, 64, 1)), "m64n128w4x2s3");   // 320: under three
   // Over a paged 16-bit cache the two-warp tiles take only splits of one block, from four
-  // items per SM (their two-stage form); longer splits
-  // of 65-128 rows (512 keys or more, 128-row items on three quarters of the SMs) read the
-  // group's KV once, in one 128-row tile.
+  // items per SM (their two-stage form); longer splits of 65-128 rows (512 keys or more,
+  // 128-row items on three quarters of the SMs) read the group's KV once, in one 128-row tile.
   auto falcon_paged = [](int batch, int seqlen_k, int splits, Dtype dtype = Dtype::bf16) {
     Shape s{batch, 1, seqlen_k, 71, 1, 64};
     s.page_size = 16;
@@ -692,8 +691,8 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
   EXPECT_EQ(tiling(falcon_paged(44, 35071, 3, Dtype::fp8)), "m32n128w2x2s3");
   EXPECT_EQ(tiling(spec(44, 35071, 71, 1, 64, 3)), "m16n64w1x2s2");  // contiguous: as before
   EXPECT_EQ(tiling(spec(149, 11447, 71, 1, 64, 6)), "m32n128w2x2s3");
-  for (const KernelSpec& k :
-       {falcon_paged(136, 122, 1), falcon_paged(149, 11447, 6), falcon_paged(44, 35071, 3), falcon_paged(44, 35071, 3, Dtype::fp16)}) {
+  for (const KernelSpec& k : {falcon_paged(136, 122, 1), falcon_paged(149, 11447, 6),
+                              falcon_paged(44, 35071, 3, Dtype::fp16)}) {
     EXPECT_TRUE(k.paged) << k.name();
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
   }
