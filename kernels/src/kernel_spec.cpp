@@ -235,19 +235,19 @@ KernelSpec wide_group_spec(Dtype dtype) {
 // 320 items: 17.9 us against 15.0); more need a second wave of them.
 // Over a paged 16-bit cache at D = 64 (an H200: 40 Falcon-7B shapes under every tiling, then
 // fresh ones; docs/performance.md "On an H200 (thirty-second session)"):
-//  * the two-warp tiles only over splits of one block, in their two-stage form (more than
-//    four per SM): 8.6 us at B=136 Lk=122 against 12.0 (0.72-0.73 on the three fresh shapes
-//    in that band). Over longer splits they lost up to 23% (B=12 Lk=4108: 19.4 us against
-//    15.8), three stages 3% at B=86 Lk=43 over pages of 1, and B=14 Lk=780 over 8 splits of
-//    one block still loses 5% (9.9 us against 9.4);
+//  * the two-warp tiles only over splits of one block, and only where the 32-row tiles that
+//    such splits take (three CTAs per SM) would need a second wave: 8.6 us at B=136 Lk=122
+//    (408 items of 32 rows) against 12.0, 6.7 at B=140 Lk=60 against 10.2, but 8.5 at B=120
+//    Lk=100 (360) against 7.5. Over longer splits they lost up to 23% (B=12 Lk=4108: 19.4 us
+//    against 15.8);
 //  * where the splits are long, a paged group of 71 rows in 32-row tiles read its KV three
 //    times where the contiguous cache's L2 caught the rereads (B=44 Lk=35071: 231 us paged,
 //    168 contiguous). One 128-row tile (wide_group_spec) reads it once: 198 us, against
 //    FA3's 179; B=105 Lk=102156 1371 against 1670. It pays from 512 keys per split while the
 //    128-row items cover three quarters of the SMs (B=37 Lk=1872 over 3 splits, 111 items:
 //    19.5 us against 19.9; over 48 items or 384-key splits it lost 2-24%). On 30 fresh
-//    Falcon shapes over pages (bench/gpu/falcon-paged.json) both rules together take 0.922
-//    of the time before (0.707-1.030). Over an fp8 cache the 128-row tile lost on three of
+//    Falcon shapes over pages (bench/gpu/falcon-paged.json) both rules together take 0.920
+//    of the time before (0.709-1.015). Over an fp8 cache the 128-row tile lost on three of
 //    five paged shapes (by up to 4%).
 KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, std::int64_t sms) {
   const WorkDecomposition rows16 = decompose_work(shape, d, 16);
@@ -255,13 +255,15 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
   const int block = features(shape).block_n;  // the split block (decode_split_block)
   const int keys = blocks_per_split(shape, d) * block;  // per split
   const bool paged = shape.page_size > 0;
+  const std::int64_t items32 = decompose_work(shape, d, 32).items, items64 = decompose_work(shape, d, 64).items;
   if (shape.head_dim == 64 && shape.dtype != Dtype::fp8 && d.sm_margin == 0) {
-    if (rows16.items > (paged ? 4 : 3) * sms && rows16.items <= 6 * sms && (!paged || keys <= block))
+    // Paged: only where the 32-row tiles that splits of one block take would need a second
+    // wave of their three CTAs per SM.
+    if (rows16.items > 3 * sms && rows16.items <= 6 * sms && (!paged || (keys <= block && items32 > 3 * sms)))
       return two_warp_rows_spec(query_dtype(shape), rows16.items <= 4 * sms ? 3 : 2, false, paged);
     if (paged && rows > 64 && rows <= 128 && keys >= 512 && 4 * decompose_work(shape, d, 128).items >= 3 * sms)
       return wide_group_spec(query_dtype(shape));
   }
-  const std::int64_t items32 = decompose_work(shape, d, 32).items, items64 = decompose_work(shape, d, 64).items;
   auto tiled = [&](int block_m, int block_n) {
     return packed_rows_spec(shape.head_dim, query_dtype(shape), shape.dtype == Dtype::fp8, paged, block_m, block_n);
   };

@@ -670,17 +670,19 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
   EXPECT_EQ(spec(150, 2684, 71, 1, 64, 1).min_ctas_per_sm, 6);
   EXPECT_EQ(tiling(spec(200, 2684, 71, 1, 64, 1)), "m32n128w2x2s3");  // 1000: past six per SM
   EXPECT_EQ(tiling(spec(64, 1000, 71, 1, 64, 1)), "m64n128w4x2s3");   // 320: under three
-  // Over a paged 16-bit cache the two-warp tiles take only splits of one block, from four
-  // items per SM (their two-stage form); longer splits of 65-128 rows (512 keys or more,
-  // 128-row items on three quarters of the SMs) read the group's KV once, in one 128-row tile.
+  // Over a paged 16-bit cache the two-warp tiles take only splits of one block whose 32-row
+  // tiles would need a second wave (three CTAs per SM); longer splits of 65-128 rows (512
+  // keys or more, 128-row items on three quarters of the SMs) read the group's KV once, in
+  // one 128-row tile.
   auto falcon_paged = [](int batch, int seqlen_k, int splits, Dtype dtype = Dtype::bf16) {
     Shape s{batch, 1, seqlen_k, 71, 1, 64};
     s.page_size = 16;
     s.dtype = dtype;
     return spec_for(s, Decision{splits, true, 0}, 132);
   };
-  EXPECT_EQ(tiling(falcon_paged(136, 122, 1)), "m16n64w1x2s2");  // 680 items of one block
-  EXPECT_EQ(tiling(falcon_paged(104, 120, 1)), "m32n64w2x2s3");  // 520: not the three-stage ones
+  EXPECT_EQ(tiling(falcon_paged(136, 122, 1)), "m16n64w1x2s2");  // 680 items of one block, 408 of 32 rows
+  EXPECT_EQ(tiling(falcon_paged(125, 110, 1)), "m32n64w2x2s3");  // 625, 375 of 32 rows: one wave
+  EXPECT_EQ(tiling(falcon_paged(14, 780, 8)), "m32n64w2x2s3");   // 560 through the splits, 336
   EXPECT_EQ(tiling(falcon_paged(44, 35071, 3)), "m128n128w8x1s4");  // 132 items of 11 690 keys
   EXPECT_EQ(tiling(falcon_paged(149, 11447, 6)), "m128n128w8x1s4");  // 894 of 1908
   EXPECT_EQ(tiling(falcon_paged(33, 2684, 3)), "m128n128w8x1s4");  // 99 of 896: three quarters of the SMs
