@@ -32,7 +32,8 @@
 # vs-ours the built-in kernels against FA3 on a fresh sample of $DOMAIN (default
 #         models-decode; models-paged runs FA3's paged kernels over the same kind of scattered
 #         page table): $DOMAIN_SAMPLES shapes (default 120), seed $DOMAIN_SEED (default 7), of
-#         the models whose head dim the build has ($HDIMS). Each side's oracle (the best of
+#         the models whose head dim the build has ($HDIMS), or on $VS_WORKLOAD (a workload
+#         file) when it is set. Each side's oracle (the best of
 #         $ORACLE_SPLITS; ours packed, FA3 packed or not) in one run, compared shape by shape
 #         (bench/gpu/ab_times.py: ours / FA3 per group, and every shape over 1.02).
 # search  search --config $CONFIG (default gpu-fa3-safety-160) on fa3:cuda:0, stopped after
@@ -163,8 +164,8 @@ for s in "${steps[@]}"; do
       tail -n 8 "$out/oracle.log"
       ;;
     vs-ours)
-      sample="$out/${DOMAIN:-models-decode}-vs-ours.json"
-      built_domain "${DOMAIN_SEED:-7}" "${DOMAIN_SAMPLES:-120}" "$sample" || exit 1
+      sample=${VS_WORKLOAD:-$out/${DOMAIN:-models-decode}-vs-ours.json}
+      [ -n "${VS_WORKLOAD:-}" ] || built_domain "${DOMAIN_SEED:-7}" "${DOMAIN_SAMPLES:-120}" "$sample" || exit 1
       step "the built-in kernels against FA3 on $sample, best of $oracle_splits each"
       "$bin" bench --device cuda:0 --db "$db" --workload "$sample" --policy oracle --oracle-splits "$oracle_splits" \
         --oracle-pack on --json >"$out/vs-ours-ours.json" 2>"$out/vs-ours-ours.log" || status=1
