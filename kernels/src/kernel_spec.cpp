@@ -651,14 +651,14 @@ std::vector<KernelSpec> all_kernel_specs() {
             out.push_back(decode_spec(d, dt, fp8, paged, 16, latency));
           }
           if (d == 128 && fp8) out.push_back(fp8_latency_spec(dt, paged));  // a fast DRAM's
-          if (d == 128 && paged && !fp8) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));  // dense
+          // the dense three-CTA tiles: contiguous, and paged 16-bit
+          if (d == 128 && (!paged || !fp8)) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
           if (d == 128 && paged) {  // many_items_d128_spec
             for (bool six : {true, false})
               if (!(fp8 && six)) out.push_back(two_warp_d128_spec(dt, fp8, six, true));
             if (fp8) out.push_back(one_warp_spec(d, dt, true, 3, true));
           }
           if (d == 128 && !paged) {
-            out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
             for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, fp8, six));
             if (fp8)
               for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
