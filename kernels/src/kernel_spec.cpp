@@ -189,12 +189,34 @@ KernelSpec wide_group_spec(Dtype dtype) {
   return s;
 }
 
+// D = 128: 16-row tiles of two warps over 32-key K/V tiles (64 threads), six CTAs per SM in
+// two stages or four in three (many_items_d128_spec and long_group_spec say where).
+KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six, bool paged = false) {
+  KernelSpec s = decode_spec(128, dtype, fp8_kv, paged, 16, false);
+  s.block_n = 32;
+  s.warps_n = 2;
+  s.stages = six ? 2 : 3;
+  s.min_ctas_per_sm = six ? 6 : 4;
+  return s;
+}
+
 // A packed group of more than 16 rows whose 16-row items overflow the SMs (spec_for below).
 // Measured on an H100 on bench/gpu/packed-groups.json (docs/performance.md, "Long packed
 // groups"), against the 64-row tiles this replaced where it departs from them:
 //  * splits of one 128-key block (B = 256, Lk = 100): a CTA's fixed cost is all there is;
 //    the tile with the fewer padded rows, 64 on a tie (fewer CTAs), with one warp per row
 //    tile: Hq = 48 / Hkv = 1 12.8 us instead of 17.4, Hq = 71 / 1 (D = 64) 13.0 instead of 19.8;
+//    except at D = 128 with no margin for 33-48 rows (StarCoder's 48 over one KV head), which
+//    16-row tiles do not pad: what counts there is how many CTAs an SM runs. On an H200
+//    (bench/gpu/short-mqa-ab.json under every tiling, docs/performance.md "On an H200
+//    (thirty-fourth session)"), while the 16-row items fit two per SM, the four-warp 16-row
+//    tiles: B=78 Lk=74 7.0 us instead of 8.5 (cuDNN 7.5); while the 64-row items fit one per
+//    SM, 32-row tiles, two CTAs per request: B=126 Lk=85 8.6 instead of 9.0 (the fours, three
+//    per SM: 8.5-9.1); then the two-warp fours while an SM runs at most twice the 64-row
+//    tiles' CTAs: B=148 Lk=83 8.8 instead of 10.5 (cuDNN 10.2). An fp8 cache, whose 16-row
+//    tiles run one CTA per SM, takes the fours from the start: B=62 Lk=80 7.3 instead of
+//    9.2. On 32 fresh shapes (bench/gpu/short-mqa-fresh.json) against the build before:
+//    0.893 of the time, none slower by more than 0.2%;
 //  * 64-row items that need a second wave (Falcon's 71 rows at B = 77, Lk = 1500: 154 items
 //    on 132 SMs) or leave half the SMs idle (one request over 64 splits): 32-row tiles,
 //    more CTAs: 19.6 us instead of 35.9, and 35.6 instead of 41.7 (Hq = 64 / 1, Lk = 100 000);
@@ -268,8 +290,18 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
     return packed_rows_spec(shape.head_dim, query_dtype(shape), shape.dtype == Dtype::fp8, paged, block_m, block_n);
   };
   auto padded = [rows](int m) { return (rows + m - 1) / m * m; };
+  auto per_sm = [sms](std::int64_t items) { return (items + sms - 1) / sms; };  // the most CTAs an SM runs
   if (shape.head_dim == 256) return decode_spec(shape, 64, false);
-  if (keys <= block) return padded(64) <= padded(32) ? tiled(64, 64) : tiled(32, 64);
+  if (keys <= block) {
+    const bool fp8 = shape.dtype == Dtype::fp8;
+    if (shape.head_dim == 128 && d.sm_margin == 0 && padded(16) < padded(32) && padded(64) <= padded(32)) {
+      if (!fp8 && rows16.items <= 2 * sms) return decode_spec(shape, 16, false);
+      if (!fp8 && items64 <= sms) return tiled(32, 64);
+      if (rows16.items <= 4 * sms && per_sm(rows16.items) <= 2 * per_sm(items64))
+        return two_warp_d128_spec(query_dtype(shape), fp8, false, paged);
+    }
+    return padded(64) <= padded(32) ? tiled(64, 64) : tiled(32, 64);
+  }
   if (items64 > sms && padded(64) <= padded(32) && shape.head_dim == 128 && d.sm_margin == 0) return tiled(64, 64);
   if (items64 > sms || 2 * items64 <= num_sms) {
     const bool wide = shape.head_dim == 64 ? keys >= 512 : items32 <= sms || (shape.dtype == Dtype::fp8 && keys >= 512);
@@ -411,15 +443,6 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int b
 
 // 16-row tiles of two warps over 32-key K/V tiles at D = 128: six per SM in two stages, or
 // four in three (many_items_d128_spec).
-KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six, bool paged = false) {
-  KernelSpec s = decode_spec(128, dtype, fp8_kv, paged, 16, false);
-  s.block_n = 32;
-  s.warps_n = 2;
-  s.stages = six ? 2 : 3;
-  s.min_ctas_per_sm = six ? 6 : 4;
-  return s;
-}
-
 // D = 128 (no margin; contiguous, or paged 16-bit) past three items per SM, splits of more than one block
 // (any split over an fp8 cache or a paged one): 16-row tiles of two warps over 32-key K/V tiles (64
 // threads, at most 168 registers), six CTAs per SM in two stages or four in three. More CTAs

@@ -706,6 +706,54 @@ TEST(KernelSpecs, LongPackedGroupsAreTiledAfterPaddingWavesAndSplitLength) {
     EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
 }
 
+// StarCoder's 48 rows over one KV head, splits of one block: the tiling by how many CTAs an
+// SM runs (long_group_spec), over a 16-bit cache contiguous or paged, and over an fp8 one.
+TEST(KernelSpecs, GroupsOf33To48RowsOverOneBlockFollowTheCtasPerSm) {
+  auto spec = [](int batch, int seqlen_k, int h_q, Dtype dtype, int page_size, int splits = 1, int margin = 0) {
+    Shape s{batch, 1, seqlen_k, h_q, 1, 128};
+    s.dtype = dtype;
+    s.page_size = page_size;
+    return spec_for(s, Decision{splits, true, margin}, 132);
+  };
+  auto tiling = [](const KernelSpec& k) {
+    return "m" + std::to_string(k.block_m) + "n" + std::to_string(k.block_n) + "w" + std::to_string(k.warps_m) + "x" +
+           std::to_string(k.warps_n) + "s" + std::to_string(k.stages) + "o" + std::to_string(k.min_ctas_per_sm);
+  };
+  const auto all = all_kernel_specs();
+  for (int page_size : {0, 1, 16}) {
+    const Dtype bf16 = Dtype::bf16;
+    // Up to two 16-row items per SM: the four-warp 16-row tiles.
+    EXPECT_EQ(tiling(spec(78, 74, 48, bf16, page_size)), "m16n64w1x4s3o1");   // 234 items of 16
+    EXPECT_EQ(tiling(spec(88, 128, 48, bf16, page_size)), "m16n64w1x4s3o1");  // 264
+    // Then, while the 64-row items fit one per SM: 32-row tiles, two CTAs per request.
+    EXPECT_EQ(tiling(spec(89, 100, 48, bf16, page_size)), "m32n64w2x2s3o1");
+    EXPECT_EQ(tiling(spec(132, 100, 48, bf16, page_size)), "m32n64w2x2s3o1");
+    EXPECT_EQ(tiling(spec(30, 500, 48, bf16, page_size, 4)), "m32n64w2x2s3o1");  // 120 items of 64 through the splits
+    // Then the two-warp fours while an SM runs at most twice the 64-row tiles' CTAs.
+    EXPECT_EQ(tiling(spec(133, 100, 48, bf16, page_size)), "m16n32w1x2s3o4");
+    EXPECT_EQ(tiling(spec(176, 100, 40, bf16, page_size)), "m16n32w1x2s3o4");  // 40 rows: three 16-row tiles too
+    EXPECT_EQ(tiling(spec(177, 100, 48, bf16, page_size)), "m64n64w4x1s2o1");  // past four per SM
+    for (const KernelSpec& k : {spec(78, 74, 48, bf16, page_size), spec(100, 100, 48, bf16, page_size),
+                                spec(150, 100, 48, bf16, page_size)}) {
+      EXPECT_EQ(k.paged, page_size > 0) << k.name();
+      EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+    }
+  }
+  // An fp8 cache, whose 16-row tiles hold one CTA per SM, takes the fours from the start.
+  for (int page_size : {0, 16}) {
+    EXPECT_EQ(tiling(spec(62, 80, 48, Dtype::fp8, page_size)), "m16n32w1x2s3o4");
+    EXPECT_EQ(tiling(spec(100, 108, 48, Dtype::fp8, page_size)), "m64n64w4x1s2o1");  // three per SM against one
+    EXPECT_EQ(tiling(spec(164, 112, 48, Dtype::fp8, page_size)), "m16n32w1x2s3o4");
+    const KernelSpec k = spec(62, 80, 48, Dtype::fp8, page_size);
+    EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+  }
+  // Untouched: 24 rows (16-row tiles pad as many as 32-row ones), 64 rows, longer splits, a margin.
+  EXPECT_EQ(tiling(spec(136, 104, 24, Dtype::bf16, 0)), "m32n64w2x2s3o1");
+  EXPECT_EQ(tiling(spec(78, 100, 64, Dtype::bf16, 0)), "m64n64w4x1s2o1");
+  EXPECT_EQ(tiling(spec(78, 310, 48, Dtype::bf16, 0)), "m64n128w4x2s3o1");
+  EXPECT_EQ(tiling(spec(78, 74, 48, Dtype::bf16, 0, 1, 8)), "m64n64w4x1s2o1");
+}
+
 TEST(KernelSpecs, DecodeParamsCoverTheWork) {
   Shape s;
   s.batch = 3;
