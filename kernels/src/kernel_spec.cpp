@@ -441,8 +441,6 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int b
   return s;
 }
 
-// 16-row tiles of two warps over 32-key K/V tiles at D = 128: six per SM in two stages, or
-// four in three (many_items_d128_spec).
 // D = 128 (no margin; contiguous, or paged 16-bit) past three items per SM, splits of more than one block
 // (any split over an fp8 cache or a paged one): 16-row tiles of two warps over 32-key K/V tiles (64
 // threads, at most 168 registers), six CTAs per SM in two stages or four in three. More CTAs
