@@ -276,9 +276,9 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
   const int rows = rows16.rows_per_group;
   const int block = features(shape).block_n;  // the split block (decode_split_block)
   const int keys = blocks_per_split(shape, d) * block;  // per split
-  const bool paged = shape.page_size > 0;
+  const bool paged = shape.page_size > 0, fp8 = shape.dtype == Dtype::fp8;
   const std::int64_t items32 = decompose_work(shape, d, 32).items, items64 = decompose_work(shape, d, 64).items;
-  if (shape.head_dim == 64 && shape.dtype != Dtype::fp8 && d.sm_margin == 0) {
+  if (shape.head_dim == 64 && !fp8 && d.sm_margin == 0) {
     // Paged: only where the 32-row tiles that splits of one block take would need a second
     // wave of their three CTAs per SM.
     if (rows16.items > 3 * sms && rows16.items <= 6 * sms && (!paged || (keys <= block && items32 > 3 * sms)))
@@ -287,13 +287,12 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
       return wide_group_spec(query_dtype(shape));
   }
   auto tiled = [&](int block_m, int block_n) {
-    return packed_rows_spec(shape.head_dim, query_dtype(shape), shape.dtype == Dtype::fp8, paged, block_m, block_n);
+    return packed_rows_spec(shape.head_dim, query_dtype(shape), fp8, paged, block_m, block_n);
   };
   auto padded = [rows](int m) { return (rows + m - 1) / m * m; };
   auto per_sm = [sms](std::int64_t items) { return (items + sms - 1) / sms; };  // the most CTAs an SM runs
   if (shape.head_dim == 256) return decode_spec(shape, 64, false);
   if (keys <= block) {
-    const bool fp8 = shape.dtype == Dtype::fp8;
     if (shape.head_dim == 128 && d.sm_margin == 0 && padded(16) < padded(32) && padded(64) <= padded(32)) {
       if (!fp8 && rows16.items <= 2 * sms) return decode_spec(shape, 16, false);
       if (!fp8 && items64 <= sms) return tiled(32, 64);
@@ -304,7 +303,7 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
   }
   if (items64 > sms && padded(64) <= padded(32) && shape.head_dim == 128 && d.sm_margin == 0) return tiled(64, 64);
   if (items64 > sms || 2 * items64 <= num_sms) {
-    const bool wide = shape.head_dim == 64 ? keys >= 512 : items32 <= sms || (shape.dtype == Dtype::fp8 && keys >= 512);
+    const bool wide = shape.head_dim == 64 ? keys >= 512 : items32 <= sms || (fp8 && keys >= 512);
     return tiled(32, wide ? 128 : 64);
   }
   return decode_spec(shape, 64, false);
