@@ -216,7 +216,13 @@ KernelSpec two_warp_d128_spec(Dtype dtype, bool fp8_kv, bool six, bool paged = f
 //    tiles' CTAs: B=148 Lk=83 8.8 instead of 10.5 (cuDNN 10.2). An fp8 cache, whose 16-row
 //    tiles run one CTA per SM, takes the fours from the start: B=62 Lk=80 7.3 instead of
 //    9.2. On 32 fresh shapes (bench/gpu/short-mqa-fresh.json) against the build before:
-//    0.893 of the time, none slower by more than 0.2%;
+//    0.893 of the time, none slower by more than 0.2%. Past that, while the 64-row tiles
+//    hold the items in one wave (B = 177-264), the two-stage sixes where the split is three
+//    32-key tiles (65-96 keys) against the 64-row tiles' two: B=214 Lk=93 10.3 us instead of
+//    11.2 (cuDNN 10.9); over one 64-key tile, or four of 32, the 64-row tiles stay.
+//    Where both need a second wave (B = 265-352), the fours: B=331 Lk=76 15.9 instead of
+//    19.1. On 48 fresh shapes with fp8 and paged twins (bench/gpu/big-mqa-fresh.json): 0.941
+//    of the time, the slowest 1.024 (B=266 Lk=111 over pages of 16);
 //  * 64-row items that need a second wave (Falcon's 71 rows at B = 77, Lk = 1500: 154 items
 //    on 132 SMs) or leave half the SMs idle (one request over 64 splits): 32-row tiles,
 //    more CTAs: 19.6 us instead of 35.9, and 35.6 instead of 41.7 (Hq = 64 / 1, Lk = 100 000);
@@ -298,6 +304,13 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
       if (!fp8 && items64 <= sms) return tiled(32, 64);
       if (rows16.items <= 4 * sms && per_sm(rows16.items) <= 2 * per_sm(items64))
         return two_warp_d128_spec(query_dtype(shape), fp8, false, paged);
+      // Three 32-key tiles against two 64-key ones: the sixes, while they hold the items in
+      // one wave as the 64-row tiles do (a paged fp8 cache has no sixes: they spill).
+      const std::int64_t split_keys = std::min<std::int64_t>(shape.seqlen_k, keys);
+      if (items64 <= 2 * sms && rows16.items <= 6 * sms && (split_keys + 31) / 32 == 3 && !(fp8 && paged))
+        return two_warp_d128_spec(query_dtype(shape), fp8, true, paged);
+      // Past two 64-row items per SM both need a second wave: the fours' is shorter.
+      if (items64 > 2 * sms && rows16.items <= 8 * sms) return two_warp_d128_spec(query_dtype(shape), fp8, false, paged);
     }
     return padded(64) <= padded(32) ? tiled(64, 64) : tiled(32, 64);
   }

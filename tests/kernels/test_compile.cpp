@@ -732,9 +732,20 @@ TEST(KernelSpecs, GroupsOf33To48RowsOverOneBlockFollowTheCtasPerSm) {
     // Then the two-warp fours while an SM runs at most twice the 64-row tiles' CTAs.
     EXPECT_EQ(tiling(spec(133, 100, 48, bf16, page_size)), "m16n32w1x2s3o4");
     EXPECT_EQ(tiling(spec(176, 100, 40, bf16, page_size)), "m16n32w1x2s3o4");  // 40 rows: three 16-row tiles too
-    EXPECT_EQ(tiling(spec(177, 100, 48, bf16, page_size)), "m64n64w4x1s2o1");  // past four per SM
+    // Past four per SM, while the 64-row tiles hold the items in one wave: the sixes over
+    // three 32-key tiles (65-96 keys), the 64-row tiles over one or two of 64.
+    EXPECT_EQ(tiling(spec(177, 100, 48, bf16, page_size)), "m64n64w4x1s2o1");
+    EXPECT_EQ(tiling(spec(177, 96, 48, bf16, page_size)), "m16n32w1x2s2o6");
+    EXPECT_EQ(tiling(spec(264, 65, 48, bf16, page_size)), "m16n32w1x2s2o6");
+    EXPECT_EQ(tiling(spec(210, 64, 48, bf16, page_size)), "m64n64w4x1s2o1");
+    EXPECT_EQ(tiling(spec(210, 300, 48, bf16, page_size, 3)), "m64n64w4x1s2o1");  // 128-key splits
+    // Past two 64-row items per SM: the fours while they need two waves, then 64-row tiles.
+    EXPECT_EQ(tiling(spec(265, 120, 48, bf16, page_size)), "m16n32w1x2s3o4");
+    EXPECT_EQ(tiling(spec(352, 40, 48, bf16, page_size)), "m16n32w1x2s3o4");
+    EXPECT_EQ(tiling(spec(353, 80, 48, bf16, page_size)), "m64n64w4x1s2o1");
     for (const KernelSpec& k : {spec(78, 74, 48, bf16, page_size), spec(100, 100, 48, bf16, page_size),
-                                spec(150, 100, 48, bf16, page_size)}) {
+                                spec(150, 100, 48, bf16, page_size), spec(200, 80, 48, bf16, page_size),
+                                spec(300, 80, 48, bf16, page_size)}) {
       EXPECT_EQ(k.paged, page_size > 0) << k.name();
       EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
     }
@@ -744,8 +755,12 @@ TEST(KernelSpecs, GroupsOf33To48RowsOverOneBlockFollowTheCtasPerSm) {
     EXPECT_EQ(tiling(spec(62, 80, 48, Dtype::fp8, page_size)), "m16n32w1x2s3o4");
     EXPECT_EQ(tiling(spec(100, 108, 48, Dtype::fp8, page_size)), "m64n64w4x1s2o1");  // three per SM against one
     EXPECT_EQ(tiling(spec(164, 112, 48, Dtype::fp8, page_size)), "m16n32w1x2s3o4");
-    const KernelSpec k = spec(62, 80, 48, Dtype::fp8, page_size);
-    EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+    // The sixes over a contiguous cache only: a paged fp8 cache's spill.
+    EXPECT_EQ(tiling(spec(200, 80, 48, Dtype::fp8, page_size)), page_size ? "m64n64w4x1s2o1" : "m16n32w1x2s2o6");
+    EXPECT_EQ(tiling(spec(300, 80, 48, Dtype::fp8, page_size)), "m16n32w1x2s3o4");
+    for (const KernelSpec& k : {spec(62, 80, 48, Dtype::fp8, page_size), spec(200, 80, 48, Dtype::fp8, page_size),
+                                spec(300, 80, 48, Dtype::fp8, page_size)})
+      EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
   }
   // Untouched: 24 rows (16-row tiles pad as many as 32-row ones), 64 rows, longer splits, a margin.
   EXPECT_EQ(tiling(spec(136, 104, 24, Dtype::bf16, 0)), "m32n64w2x2s3o1");
