@@ -138,14 +138,11 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
   for (int item = blockIdx.x; item < p.num_work_items; item += gridDim.x) {
     // ---- Which work: the innermost indices share the KV bytes (see the file comment).
     int rest = item;
-    const int mt = rest % p.m_tiles;
-    rest /= p.m_tiles;
-    const int hg = rest % p.groups_per_kv_head;
-    rest /= p.groups_per_kv_head;
-    const int kvh = rest % p.h_kv;
-    rest /= p.h_kv;
-    const int b = rest % p.batch;
-    const int split = rest / p.batch;
+    const int mt = take_mod(rest, p.m_tiles_div);
+    const int hg = take_mod(rest, p.groups_div);
+    const int kvh = take_mod(rest, p.h_kv_div);
+    const int b = take_mod(rest, p.batch_div);
+    const int split = rest;
     const int head0 = kvh * p.qpk + hg * HG;  // first query head of the group
     const int row0 = mt * BM;                 // first group row of this tile
     float k_descale = 1.f, v_descale = 1.f;
@@ -163,7 +160,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     const int len = p.cache_seqlens[b];
     constexpr int SB = Tr::kSplitBlock;
     const int nblk = (len + SB - 1) / SB;
-    const int bps = (nblk + p.num_splits - 1) / p.num_splits;
+    const int bps = fast_div(nblk + p.num_splits - 1, p.splits_div);
     const int k_begin = min(len, split * bps * SB);
     const int k_end = min(len, (split + 1) * bps * SB);
     const int n_tiles = (k_end - k_begin + BN - 1) / BN;
@@ -174,7 +171,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       for (int r = tid; r < BM; r += kThreads) {
         const int gr = row0 + r;
         if (gr >= rows) continue;
-        const int i = gr / HG, head = head0 + gr % HG;
+        const int i = fast_div(gr, p.heads_div), head = head0 + gr - i * HG;
         p.lse_partial[((static_cast<i64>(split) * p.batch + b) * p.h_q + head) * p.seqlen_q + i] = neg_inf();
       }
       continue;
@@ -185,7 +182,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     auto key_limit = [&](int r) {
       const int gr = row0 + r;
       if (gr >= rows) return 0;  // padding row: sees nothing
-      const int i = gr / HG;
+      const int i = gr / HG;  // not fast_div: with it the D = 256 paged fp8 64-row tiles spill
       return p.causal ? min(k_end, len - p.seqlen_q + i + 1) : k_end;
     };
     const int r_lo = warp_m * 16 + g, r_hi = r_lo + 8;
@@ -206,7 +203,8 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     // 28.0 M in its contiguous twin before (200 against 166 us), 28.6 M after (154 us).
     auto lookup = [&](int j) -> int2 {
       if (j >= k_end) return make_int2(0, 0);
-      return make_int2(pt[j / p.page_size], j % p.page_size);
+      const int page = fast_div(j, p.page_div);
+      return make_int2(pt[page], j - page * p.page_size);
     };
     // The byte offset of a key's K and V rows from the head's first row, as the table holds
     // it: worked out once per key by the thread that stores it, not in the copy loop by
@@ -264,7 +262,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         const int r = x / kChunks, ch = x % kChunks;
         const int gr = row0 + r;
         const bool valid = gr < rows;
-        const int i = valid ? gr / HG : 0, head = valid ? head0 + gr % HG : 0;
+        const int i = valid ? fast_div(gr, p.heads_div) : 0, head = valid ? head0 + gr - i * HG : 0;
         const i64 off = b * p.q_batch_stride + i * p.q_row_stride + head * p.q_head_stride + ch * 8;
         cp_async_16(q_base + swz<kRowBytes>(r, ch), valid ? qg + 2 * off : qg, valid);
       }
@@ -630,7 +628,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       const int r = x / kChunks, ch = x % kChunks;
       const int gr = row0 + r;
       if (gr >= rows) continue;
-      const int i = gr / HG, head = head0 + gr % HG;
+      const int i = fast_div(gr, p.heads_div), head = head0 + gr - i * HG;
       float acc[8];
       {
         const float4 u = *reinterpret_cast<const float4*>(o_red + r * kOStride + ch * 8);
@@ -661,7 +659,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     for (int r = tid; r < BM; r += kThreads) {
       const int gr = row0 + r;
       if (gr >= rows) continue;
-      const int i = gr / HG, head = head0 + gr % HG;
+      const int i = fast_div(gr, p.heads_div), head = head0 + gr - i * HG;
       if (p.num_splits == 1) {
         if (p.lse) p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + i] = row_lse[r];
       } else {

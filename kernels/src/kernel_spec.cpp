@@ -770,6 +770,13 @@ DecodeParams decode_params_for(const Shape& shape, const Decision& decision, con
   p.m_tiles = w.m_tiles;
   if (w.items > INT_MAX) throw InputError("shape: too many work items for one launch (" + std::to_string(w.items) + ")");
   p.num_work_items = static_cast<int>(w.items);
+  p.m_tiles_div = fast_divisor(p.m_tiles);
+  p.groups_div = fast_divisor(p.groups_per_kv_head);
+  p.h_kv_div = fast_divisor(p.h_kv);
+  p.batch_div = fast_divisor(p.batch);
+  p.splits_div = fast_divisor(p.num_splits);
+  p.heads_div = fast_divisor(p.heads_per_group);
+  p.page_div = fast_divisor(p.page_size);
 
   p.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
   p.scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)) * 1.4426950408889634);

@@ -13,10 +13,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -769,6 +772,40 @@ TEST(KernelSpecs, GroupsOf33To48RowsOverOneBlockFollowTheCtasPerSm) {
   EXPECT_EQ(tiling(spec(78, 74, 48, Dtype::bf16, 0, 1, 8)), "m64n64w4x1s2o1");
 }
 
+namespace {
+// What the kernels do with a FastDivisor (common.cuh, fast_div): __umulhi, then the shift.
+int fast_quotient(int n, const FastDivisor& f) {
+  if (f.d == 1) return n;
+  const auto high = static_cast<std::uint32_t>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(n)) * f.mul) >> 32);
+  return static_cast<int>(high >> f.shift);
+}
+}  // namespace
+
+TEST(KernelSpecs, FastDivisorsDivideExactlyBelow2To31) {
+  const int last = std::numeric_limits<int>::max();
+  std::mt19937 rng(18);
+  for (int d = 1; d <= 4100; ++d) {
+    const FastDivisor f = fast_divisor(d);
+    ASSERT_EQ(f.d, d);
+    // Every n up to a few multiples past d, the ends of the range, and random n below 2^31;
+    // the quotient's edges (k * d - 1, k * d) are where a multiplier off by one shows.
+    for (int n = 0; n < 3 * d + 2; ++n) ASSERT_EQ(fast_quotient(n, f), n / d) << n << " / " << d;
+    for (int n : {last, last - 1, last - d, last / d * d, last / d * d - 1}) ASSERT_EQ(fast_quotient(n, f), n / d) << n << " / " << d;
+    for (int k = 0; k < 200; ++k) {
+      const int n = static_cast<int>(rng() & 0x7fffffffu);
+      ASSERT_EQ(fast_quotient(n, f), n / d) << n << " / " << d;
+      const int edge = n / d * d;
+      if (edge > 0) {
+        ASSERT_EQ(fast_quotient(edge - 1, f), (edge - 1) / d) << edge - 1 << " / " << d;
+      }
+    }
+  }
+  for (int d : {65537, 1 << 20, (1 << 20) + 1, 1000003, last}) {
+    const FastDivisor f = fast_divisor(d);
+    for (int n : {0, d - 1, d, last, last - 1, last / d * d - 1}) ASSERT_EQ(fast_quotient(n, f), n / d) << n << " / " << d;
+  }
+}
+
 TEST(KernelSpecs, DecodeParamsCoverTheWork) {
   Shape s;
   s.batch = 3;
@@ -786,10 +823,22 @@ TEST(KernelSpecs, DecodeParamsCoverTheWork) {
   EXPECT_EQ(p.k_row_stride, 4 * 128);
   EXPECT_EQ(p.k_batch_stride, 1000 * 4 * 128);
   EXPECT_EQ(p.q_batch_stride, 4 * 28 * 128);
+  // The kernel's divisors are the fields they stand for.
+  EXPECT_EQ(p.m_tiles_div.d, p.m_tiles);
+  EXPECT_EQ(p.groups_div.d, p.groups_per_kv_head);
+  EXPECT_EQ(p.h_kv_div.d, 4);
+  EXPECT_EQ(p.batch_div.d, 3);
+  EXPECT_EQ(p.splits_div.d, 5);
+  EXPECT_EQ(p.heads_div.d, 7);  // qpk: a group's rows are its 4 tokens x 7 heads
+  EXPECT_EQ(p.page_div.d, 0);  // contiguous: never divided by
   const DecodeParams u = decode_params_for(s, Decision{5, false, 0}, spec_for(s, false));
   EXPECT_EQ(u.rows_per_group, 4);
   EXPECT_EQ(u.groups_per_kv_head, 7);
   EXPECT_EQ(u.num_work_items, 3 * 4 * 5 * 7);
+  EXPECT_EQ(u.groups_div.d, 7);
+  EXPECT_EQ(u.heads_div.d, 1);
+  s.page_size = 16;
+  EXPECT_EQ(decode_params_for(s, d, spec_for(s, true), 63).page_div.d, 16);
 }
 
 TEST(KernelSpecs, OneVariantServesBothPackings) {

@@ -35,6 +35,28 @@ EVO_HD constexpr int combine_split_lanes(int num_splits, int head_dim) {
   return lanes;
 }
 
+// n / d for 0 <= n < 2^31 as a multiply-high and a shift (Granlund and Montgomery,
+// "Division by invariant integers using multiplication", 1994). An integer division by a
+// runtime value is a sequence of about twenty instructions on the GPU; a short work item,
+// run at one warp per scheduler, waits for every instruction of its per-item and per-row
+// divisions.
+struct FastDivisor {
+  int d;         // the divisor, >= 1 (0 for a divisor never used: page_size when contiguous)
+  unsigned mul;  // d > 1: ceil(2^(31 + s) / d) with s = ceil(log2 d), which is below 2^32
+  int shift;     // d > 1: s - 1
+};
+EVO_HD constexpr FastDivisor fast_divisor(int d) {
+  FastDivisor f{d, 0u, 0};
+  if (d <= 1) return f;
+  int s = 0;
+  while ((1ll << s) < d) ++s;
+  // n * mul / 2^(31 + s) = n / d + n * e / 2^(31 + s), 0 <= e < 1: for n < 2^31 the error
+  // is under 2^-s <= 1 / d, so the floor is the quotient's.
+  f.mul = static_cast<unsigned>(((1ull << (31 + s)) + static_cast<unsigned long long>(d) - 1) / static_cast<unsigned long long>(d));
+  f.shift = s - 1;
+  return f;
+}
+
 // One decode-attention call. Strides are in elements; the innermost (head_dim) dimension
 // must be contiguous and every row 16-byte aligned (the kernels load 16 bytes at a time).
 struct DecodeParams {
@@ -79,6 +101,11 @@ struct DecodeParams {
   int rows_per_group;      // heads_per_group * seqlen_q
   int m_tiles;             // ceil(rows_per_group / block_m)
   int num_work_items;      // batch * h_kv * num_splits * groups_per_kv_head * m_tiles
+
+  // The kernel's runtime divisors as fast_divisor(...) of m_tiles, groups_per_kv_head, h_kv,
+  // batch, num_splits, heads_per_group and page_size (decode_params_for fills them with the
+  // fields).
+  FastDivisor m_tiles_div, groups_div, h_kv_div, batch_div, splits_div, heads_div, page_div;
 
   float softmax_scale;
   float scale_log2;        // softmax_scale * log2(e): scores go through exp2
