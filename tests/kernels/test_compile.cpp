@@ -736,7 +736,7 @@ TEST(KernelSpecs, GroupsOf33To48RowsOverOneBlockFollowTheCtasPerSm) {
     EXPECT_EQ(tiling(spec(133, 100, 48, bf16, page_size)), "m16n32w1x2s3o4");
     EXPECT_EQ(tiling(spec(176, 100, 40, bf16, page_size)), "m16n32w1x2s3o4");  // 40 rows: three 16-row tiles too
     // Past four per SM, while the 64-row tiles hold the items in one wave: the sixes over
-    // three 32-key tiles (65-96 keys), the 64-row tiles over one or two of 64.
+    // three 32-key tiles (65-96 keys), the 64-row tiles over one 64-key tile or four of 32.
     EXPECT_EQ(tiling(spec(177, 100, 48, bf16, page_size)), "m64n64w4x1s2o1");
     EXPECT_EQ(tiling(spec(177, 96, 48, bf16, page_size)), "m16n32w1x2s2o6");
     EXPECT_EQ(tiling(spec(264, 65, 48, bf16, page_size)), "m16n32w1x2s2o6");
