@@ -295,6 +295,7 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
   auto tiled = [&](int block_m, int block_n) {
     return packed_rows_spec(shape.head_dim, query_dtype(shape), fp8, paged, block_m, block_n);
   };
+  auto two_warp = [&](bool six) { return two_warp_d128_spec(query_dtype(shape), fp8, six, paged); };
   auto padded = [rows](int m) { return (rows + m - 1) / m * m; };
   auto per_sm = [sms](std::int64_t items) { return (items + sms - 1) / sms; };  // the most CTAs an SM runs
   if (shape.head_dim == 256) return decode_spec(shape, 64, false);
@@ -302,15 +303,14 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
     if (shape.head_dim == 128 && d.sm_margin == 0 && padded(16) < padded(32) && padded(64) <= padded(32)) {
       if (!fp8 && rows16.items <= 2 * sms) return decode_spec(shape, 16, false);
       if (!fp8 && items64 <= sms) return tiled(32, 64);
-      if (rows16.items <= 4 * sms && per_sm(rows16.items) <= 2 * per_sm(items64))
-        return two_warp_d128_spec(query_dtype(shape), fp8, false, paged);
+      if (rows16.items <= 4 * sms && per_sm(rows16.items) <= 2 * per_sm(items64)) return two_warp(false);
       // Three 32-key tiles against two 64-key ones: the sixes, while they hold the items in
       // one wave as the 64-row tiles do (a paged fp8 cache has no sixes: they spill).
       const std::int64_t split_keys = std::min<std::int64_t>(shape.seqlen_k, keys);
       if (items64 <= 2 * sms && rows16.items <= 6 * sms && (split_keys + 31) / 32 == 3 && !(fp8 && paged))
-        return two_warp_d128_spec(query_dtype(shape), fp8, true, paged);
+        return two_warp(true);
       // Past two 64-row items per SM both need a second wave: the fours' is shorter.
-      if (items64 > 2 * sms && rows16.items <= 8 * sms) return two_warp_d128_spec(query_dtype(shape), fp8, false, paged);
+      if (items64 > 2 * sms && rows16.items <= 8 * sms) return two_warp(false);
     }
     return padded(64) <= padded(32) ? tiled(64, 64) : tiled(32, 64);
   }
