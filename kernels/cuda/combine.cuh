@@ -52,13 +52,14 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   __shared__ float part[10][kCombineThreads];
 
   const int S = p.num_splits;
-  const int L = combine_split_lanes(S, D);
-  const int rows_per_cta = kCombineThreads / (kChannels * L);
+  const int L = combine_split_lanes(S, D);  // a power of two: lanes and rows by mask and shift
+  const int lanes_log2 = __ffs(L) - 1;
+  const int rows_per_cta = (kCombineThreads / kChannels) >> lanes_log2;
   const int total_rows = p.batch * p.seqlen_q * p.h_q;  // row = (b * Lq + i) * Hq + h
   const i64 split_rows = total_rows;                      // o_partial rows per split
   const i64 lse_split_stride = total_rows;                // lse_partial entries per split
   const int tid = threadIdx.x;
-  const int ch = tid % kChannels, lane = (tid / kChannels) % L, local_row = tid / (kChannels * L);
+  const int ch = tid % kChannels, lane = (tid / kChannels) & (L - 1), local_row = (tid / kChannels) >> lanes_log2;
   // Row r's request b, query i and head h, where its split 0 LSE and this thread's O columns
   // are, and where its 8 output elements go.
   struct Row {
@@ -69,9 +70,10 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   };
   auto row_at = [&](int r) {
     Row x;
-    x.h = r % p.h_q;
-    x.i = (r / p.h_q) % p.seqlen_q;
-    x.b = r / (p.h_q * p.seqlen_q);
+    int n = r;
+    x.h = take_mod(n, p.h_q_div);
+    x.i = take_mod(n, p.seqlen_q_div);
+    x.b = n;
     x.lse_s = p.lse_partial + (static_cast<i64>(x.b) * p.h_q + x.h) * p.seqlen_q + x.i;
     x.o_s = p.o_partial + static_cast<i64>(r) * D + ch * 8;
     x.out = static_cast<char*>(p.out) +

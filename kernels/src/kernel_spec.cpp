@@ -777,6 +777,8 @@ DecodeParams decode_params_for(const Shape& shape, const Decision& decision, con
   p.splits_div = fast_divisor(p.num_splits);
   p.heads_div = fast_divisor(p.heads_per_group);
   p.page_div = fast_divisor(p.page_size);
+  p.h_q_div = fast_divisor(p.h_q);
+  p.seqlen_q_div = fast_divisor(p.seqlen_q);
 
   p.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
   p.scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)) * 1.4426950408889634);

@@ -831,6 +831,8 @@ TEST(KernelSpecs, DecodeParamsCoverTheWork) {
   EXPECT_EQ(p.splits_div.d, 5);
   EXPECT_EQ(p.heads_div.d, 7);  // qpk: a group's rows are its 4 tokens x 7 heads
   EXPECT_EQ(p.page_div.d, 0);  // contiguous: never divided by
+  EXPECT_EQ(p.h_q_div.d, 28);
+  EXPECT_EQ(p.seqlen_q_div.d, 4);
   const DecodeParams u = decode_params_for(s, Decision{5, false, 0}, spec_for(s, false));
   EXPECT_EQ(u.rows_per_group, 4);
   EXPECT_EQ(u.groups_per_kv_head, 7);

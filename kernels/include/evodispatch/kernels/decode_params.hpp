@@ -102,10 +102,11 @@ struct DecodeParams {
   int m_tiles;             // ceil(rows_per_group / block_m)
   int num_work_items;      // batch * h_kv * num_splits * groups_per_kv_head * m_tiles
 
-  // The kernel's runtime divisors as fast_divisor(...) of m_tiles, groups_per_kv_head, h_kv,
-  // batch, num_splits, heads_per_group and page_size (decode_params_for fills them with the
-  // fields).
+  // The kernels' runtime divisors as fast_divisor(...) of m_tiles, groups_per_kv_head, h_kv,
+  // batch, num_splits, heads_per_group, page_size, and (the combine kernel's rows) h_q and
+  // seqlen_q; decode_params_for fills them with the fields.
   FastDivisor m_tiles_div, groups_div, h_kv_div, batch_div, splits_div, heads_div, page_div;
+  FastDivisor h_q_div, seqlen_q_div;
 
   float softmax_scale;
   float scale_log2;        // softmax_scale * log2(e): scores go through exp2
