@@ -24,6 +24,11 @@ call time is replay time / calls, the median of the 30 is reported.
 
 GQA goes through enable_gqa=True (K/V are not expanded). A backend that refuses a shape
 is reported as such, with its reason, never replaced by another one.
+
+SDPA writes the tensor it returns, and nothing else runs in the timed call. Reports before
+the thirty-sixth session copied that tensor into a preallocated output (`o.copy_(...)`), a
+second kernel per call that SDPA does not need: --copy-out times that protocol again, so
+that the two can be compared in one run (docs/performance.md, "The cuDNN baseline's copy").
 """
 import argparse
 import json
@@ -91,7 +96,7 @@ def time_graph(make_call, n_sets, stream):
     return statistics.median(per_call), calls
 
 
-def time_sdpa(s, backend, l2_bytes, stream):
+def time_sdpa(s, backend, l2_bytes, stream, copy_out=False):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[s["dtype"]]
     B, Lq, Lk, Hq, Hkv, D = s["batch"], s["seqlen_q"], s["seqlen_k"], s["h_q"], s["h_kv"], s["head_dim"]
     set_bytes = 2 * (2 * B * Lq * Hq * D) + kv_bytes(s)
@@ -103,18 +108,20 @@ def time_sdpa(s, backend, l2_bytes, stream):
         q = torch.randn(B, Hq, Lq, D, device="cuda", dtype=dtype, generator=gen)
         k = torch.randn(B, Hkv, Lk, D, device="cuda", dtype=dtype, generator=gen)
         v = torch.randn(B, Hkv, Lk, D, device="cuda", dtype=dtype, generator=gen)
-        sets.append((q, k, v, torch.empty_like(q)))
+        sets.append((q, k, v, torch.empty_like(q) if copy_out else None))
     gqa = Hq != Hkv
     mask = decode_mask(s)
 
     def call(i):
         q, k, v, o = sets[i]
-        o.copy_(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+        if copy_out:
+            o.copy_(out)
 
     try:
         with sdpa_kernel([BACKENDS[backend]]):
             us, calls = time_graph(call, n_sets, stream)
-        out = {"us": us, "calls_per_replay": calls, "sets": n_sets}
+        out = {"us": us, "calls_per_replay": calls, "sets": n_sets, "output": "copied" if copy_out else "own"}
         if s.get("page_size", 0):
             out["layout"] = "contiguous"
         return out
@@ -193,6 +200,8 @@ def main():
     ap.add_argument("--out", required=True, help="report JSON")
     ap.add_argument("--cliff-workload", default="cliff-8k", help="workload whose batch steps are checked")
     ap.add_argument("--backends", default="cudnn,flash", help="SDPA backends to time (cudnn, flash)")
+    ap.add_argument("--copy-out", action="store_true",
+                    help="copy SDPA's output into a preallocated tensor in each call (the protocol before session 36)")
     args = ap.parse_args()
     backends = [b for b in args.backends.split(",") if b]
     for b in backends:
@@ -203,7 +212,8 @@ def main():
     l2 = getattr(props, "L2_cache_size", 50 * 1024 * 1024)
     stream = torch.cuda.Stream()
     report = {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
-              "cudnn": torch.backends.cudnn.version(), "l2_bytes": l2, "shapes": [], "cliff": []}
+              "cudnn": torch.backends.cudnn.version(), "l2_bytes": l2, "sdpa_output": "copied" if args.copy_out else "own",
+              "shapes": [], "cliff": []}
     seen = set()
     for path in args.ours:
         with open(path) as f:
@@ -222,13 +232,13 @@ def main():
                      "kv_bytes": kv_bytes(s), "ours_tbps": kv_bytes(s) / (r["median_us"] * 1e-6) / 1e12}
             if s["dtype"] in ("bf16", "fp16"):
                 for name in backends:
-                    entry[name] = time_sdpa(s, name, l2, stream)
+                    entry[name] = time_sdpa(s, name, l2, stream, args.copy_out)
             report["shapes"].append(entry)
             print("timed", describe(s), file=sys.stderr, flush=True)
 
     # The table (markdown, so it can go in the README as printed).
-    print("device: %s (%d SMs), torch %s, cuDNN %s, cold L2, CUDA-graph replay, per call" %
-          (report["device"], report["sms"], report["torch"], report["cudnn"]))
+    print("device: %s (%d SMs), torch %s, cuDNN %s, cold L2, CUDA-graph replay, per call, SDPA's output %s" %
+          (report["device"], report["sms"], report["torch"], report["cudnn"], report["sdpa_output"]))
     print()
     print("| shape | KV | evodispatch best (splits, pack) | evodispatch | KV TB/s | cuDNN | FA2 (SDPA) | ours / cuDNN |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
