@@ -28,7 +28,7 @@ is reported as such, with its reason, never replaced by another one.
 SDPA writes the tensor it returns, and nothing else runs in the timed call. Reports before
 the thirty-sixth session copied that tensor into a preallocated output (`o.copy_(...)`), a
 second kernel per call that SDPA does not need: --copy-out times that protocol again, so
-that the two can be compared in one run (docs/performance.md, "The cuDNN baseline's copy").
+that the two can be compared in one run (docs/performance.md, "On an H200 (thirty-sixth session)").
 """
 import argparse
 import json

@@ -134,6 +134,8 @@ TEST(KernelSpecs, ManySplitsAreMergedByLanesOfOneRow) {
     for (int s = 1; s <= kMaxSplitsPerCall; ++s) {
       const int lanes = combine_split_lanes(s, d);
       EXPECT_EQ(kCombineThreads % (lanes * d / 8), 0) << "splits " << s << " D " << d;
+      // The combine kernel takes a thread's lane and row by a mask and a shift.
+      EXPECT_EQ(lanes & (lanes - 1), 0) << "splits " << s << " D " << d << ": " << lanes << " lanes";
     }
 }
 
