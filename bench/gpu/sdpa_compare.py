@@ -121,7 +121,7 @@ def time_sdpa(s, backend, l2_bytes, stream, copy_out=False):
     try:
         with sdpa_kernel([BACKENDS[backend]]):
             us, calls = time_graph(call, n_sets, stream)
-        out = {"us": us, "calls_per_replay": calls, "sets": n_sets, "output": "copied" if copy_out else "own"}
+        out = {"us": us, "calls_per_replay": calls, "sets": n_sets}
         if s.get("page_size", 0):
             out["layout"] = "contiguous"
         return out

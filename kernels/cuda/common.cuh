@@ -152,17 +152,6 @@ __device__ __forceinline__ u32 lds_4(u32 addr) {
   return v;
 }
 
-// n / f.d for 0 <= n < 2^31 (decode_params.hpp, fast_divisor).
-__device__ __forceinline__ int fast_div(int n, FastDivisor f) {
-  return f.d == 1 ? n : static_cast<int>(__umulhi(static_cast<u32>(n), f.mul) >> f.shift);
-}
-// The remainder of n / f.d; n becomes the quotient.
-__device__ __forceinline__ int take_mod(int& n, FastDivisor f) {
-  const int q = fast_div(n, f), r = n - q * f.d;
-  n = q;
-  return r;
-}
-
 // Reductions over the 4 lanes (t = 0..3) that hold one accumulator row.
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

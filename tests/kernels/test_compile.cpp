@@ -774,15 +774,6 @@ TEST(KernelSpecs, GroupsOf33To48RowsOverOneBlockFollowTheCtasPerSm) {
   EXPECT_EQ(tiling(spec(78, 74, 48, Dtype::bf16, 0, 1, 8)), "m64n64w4x1s2o1");
 }
 
-namespace {
-// What the kernels do with a FastDivisor (common.cuh, fast_div): __umulhi, then the shift.
-int fast_quotient(int n, const FastDivisor& f) {
-  if (f.d == 1) return n;
-  const auto high = static_cast<std::uint32_t>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(n)) * f.mul) >> 32);
-  return static_cast<int>(high >> f.shift);
-}
-}  // namespace
-
 TEST(KernelSpecs, FastDivisorsDivideExactlyBelow2To31) {
   const int last = std::numeric_limits<int>::max();
   std::mt19937 rng(18);
@@ -791,20 +782,20 @@ TEST(KernelSpecs, FastDivisorsDivideExactlyBelow2To31) {
     ASSERT_EQ(f.d, d);
     // Every n up to a few multiples past d, the ends of the range, and random n below 2^31;
     // the quotient's edges (k * d - 1, k * d) are where a multiplier off by one shows.
-    for (int n = 0; n < 3 * d + 2; ++n) ASSERT_EQ(fast_quotient(n, f), n / d) << n << " / " << d;
-    for (int n : {last, last - 1, last - d, last / d * d, last / d * d - 1}) ASSERT_EQ(fast_quotient(n, f), n / d) << n << " / " << d;
+    for (int n = 0; n < 3 * d + 2; ++n) ASSERT_EQ(fast_div(n, f), n / d) << n << " / " << d;
+    for (int n : {last, last - 1, last - d, last / d * d, last / d * d - 1}) ASSERT_EQ(fast_div(n, f), n / d) << n << " / " << d;
     for (int k = 0; k < 200; ++k) {
       const int n = static_cast<int>(rng() & 0x7fffffffu);
-      ASSERT_EQ(fast_quotient(n, f), n / d) << n << " / " << d;
+      ASSERT_EQ(fast_div(n, f), n / d) << n << " / " << d;
       const int edge = n / d * d;
       if (edge > 0) {
-        ASSERT_EQ(fast_quotient(edge - 1, f), (edge - 1) / d) << edge - 1 << " / " << d;
+        ASSERT_EQ(fast_div(edge - 1, f), (edge - 1) / d) << edge - 1 << " / " << d;
       }
     }
   }
   for (int d : {65537, 1 << 20, (1 << 20) + 1, 1000003, last}) {
     const FastDivisor f = fast_divisor(d);
-    for (int n : {0, d - 1, d, last, last - 1, last / d * d - 1}) ASSERT_EQ(fast_quotient(n, f), n / d) << n << " / " << d;
+    for (int n : {0, d - 1, d, last, last - 1, last / d * d - 1}) ASSERT_EQ(fast_div(n, f), n / d) << n << " / " << d;
   }
 }
 

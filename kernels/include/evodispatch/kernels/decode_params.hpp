@@ -56,6 +56,23 @@ EVO_HD constexpr FastDivisor fast_divisor(int d) {
   f.shift = s - 1;
   return f;
 }
+// n / f.d for 0 <= n < 2^31: the high word of n * mul, shifted. The host's is the same
+// arithmetic as the kernels' multiply-high, so that the tests check what the kernels run.
+EVO_HD inline int fast_div(int n, FastDivisor f) {
+  if (f.d == 1) return n;
+#ifdef __CUDA_ARCH__
+  const unsigned high = __umulhi(static_cast<unsigned>(n), f.mul);
+#else
+  const auto high = static_cast<unsigned>((static_cast<unsigned long long>(static_cast<unsigned>(n)) * f.mul) >> 32);
+#endif
+  return static_cast<int>(high >> f.shift);
+}
+// The remainder of n / f.d; n becomes the quotient.
+EVO_HD inline int take_mod(int& n, FastDivisor f) {
+  const int q = fast_div(n, f), r = n - q * f.d;
+  n = q;
+  return r;
+}
 
 // One decode-attention call. Strides are in elements; the innermost (head_dim) dimension
 // must be contiguous and every row 16-byte aligned (the kernels load 16 bytes at a time).
