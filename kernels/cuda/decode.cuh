@@ -145,6 +145,23 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     const int split = rest;
     const int head0 = kvh * p.qpk + hg * HG;  // first query head of the group
     const int row0 = mt * BM;                 // first group row of this tile
+    const int len = p.cache_seqlens[b];
+
+    // The tile's query rows into shared memory (they join tile 0's copy group). Split 0's
+    // are issued while the length is still on its way: no split 0 is empty but that of an
+    // empty request.
+    auto load_q_tile = [&]() {
+      const char* const qg = static_cast<const char*>(p.q);
+      for (int x = tid; x < BM * kChunks; x += kThreads) {
+        const int r = x / kChunks, ch = x % kChunks;
+        const int gr = row0 + r;
+        const bool valid = gr < rows;
+        const int i = valid ? fast_div(gr, p.heads_div) : 0, head = valid ? head0 + gr - i * HG : 0;
+        const i64 off = b * p.q_batch_stride + i * p.q_row_stride + head * p.q_head_stride + ch * 8;
+        cp_async_16(q_base + swz<kRowBytes>(r, ch), valid ? qg + 2 * off : qg, valid);
+      }
+    };
+    if (split == 0) load_q_tile();
     float k_descale = 1.f, v_descale = 1.f;
     if constexpr (Tr::KV8) {
       const i64 at = b * p.descale_batch_stride + kvh * p.descale_head_stride;
@@ -157,7 +174,6 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     float c_lo = c, c_hi = c;
 
     // Split s covers KV blocks [s * bps, (s + 1) * bps) of this request, bps = ceil(nblk / S).
-    const int len = p.cache_seqlens[b];
     constexpr int SB = Tr::kSplitBlock;
     const int nblk = (len + SB - 1) / SB;
     const int bps = fast_div(nblk + p.num_splits - 1, p.splits_div);
@@ -167,7 +183,9 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
 
     if (n_tiles == 0 && p.num_splits > 1) {
       // Empty split: LSE = -inf tells the combine to skip this split's O, which is
-      // therefore not written (at 256 splits that saves megabytes of zero stores).
+      // therefore not written (at 256 splits that saves megabytes of zero stores). The
+      // query rows of an empty request's split 0 land before the next item's replace them.
+      if (split == 0) cp_async_wait<0>();
       for (int r = tid; r < BM; r += kThreads) {
         const int gr = row0 + r;
         if (gr >= rows) continue;
@@ -254,19 +272,9 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       }
     };
 
-    // ---- Prologue: Q (joins tile 0's group), the row offsets of the first STAGES tiles,
+    // ---- Prologue: Q of the splits after 0, the row offsets of the first STAGES tiles,
     // then tiles 0 .. STAGES-2 in flight.
-    {
-      const char* const qg = static_cast<const char*>(p.q);
-      for (int x = tid; x < BM * kChunks; x += kThreads) {
-        const int r = x / kChunks, ch = x % kChunks;
-        const int gr = row0 + r;
-        const bool valid = gr < rows;
-        const int i = valid ? fast_div(gr, p.heads_div) : 0, head = valid ? head0 + gr - i * HG : 0;
-        const i64 off = b * p.q_batch_stride + i * p.q_row_stride + head * p.q_head_stride + ch * 8;
-        cp_async_16(q_base + swz<kRowBytes>(r, ch), valid ? qg + 2 * off : qg, valid);
-      }
-    }
+    if (split != 0) load_q_tile();
     if constexpr (PAGED_) {
       for (int x = tid; x < STAGES * BN; x += kThreads)
         table[x] = row_offset(lookup(k_begin + (x / BN) * BN + x % BN));

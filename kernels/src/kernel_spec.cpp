@@ -738,7 +738,9 @@ DecodeParams decode_params_for(const Shape& shape, const Decision& decision, con
   p.h_kv = shape.h_kv;
   p.qpk = shape.h_q / shape.h_kv;
   p.page_size = shape.page_size;
-  p.causal = shape.causal ? 1 : 0;
+  // One causal query token sees every key of its request: not causal for the kernels,
+  // which then skip each row's visibility limit (an integer division per row).
+  p.causal = shape.causal && shape.seqlen_q > 1 ? 1 : 0;
   p.num_splits = d.num_splits;
 
   p.q_head_stride = D;

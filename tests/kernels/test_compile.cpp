@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -834,6 +835,43 @@ TEST(KernelSpecs, DecodeParamsCoverTheWork) {
   EXPECT_EQ(u.heads_div.d, 1);
   s.page_size = 16;
   EXPECT_EQ(decode_params_for(s, d, spec_for(s, true), 63).page_div.d, 16);
+}
+
+TEST(KernelSpecs, OneCausalQueryTokenIsNotCausalForTheKernels) {
+  // Token 0 of one sees keys [0, len - 1]: every key of its request, no per-row limit.
+  Shape s;
+  s.seqlen_k = 300;
+  s.causal = true;
+  const Decision d{1, true, 0};
+  EXPECT_EQ(decode_params_for(s, d, spec_for(s, true)).causal, 0);
+  s.seqlen_q = 2;
+  EXPECT_EQ(decode_params_for(s, d, spec_for(s, true)).causal, 1);
+  s.causal = false;
+  EXPECT_EQ(decode_params_for(s, d, spec_for(s, true)).causal, 0);
+}
+
+TEST(KernelSpecs, DecodeParamsFirstReadsShareTwoConstantLines) {
+  // The parameters start at byte 0x210 of their constant bank, whose 64-byte lines stall
+  // the first read of each: what a CTA reads before its first load sits in bytes 0x200 to
+  // 0x27f, the line of the driver's constants and the next.
+  constexpr std::size_t kLinesEnd = 0x280 - 0x210;
+  auto within = [&](std::size_t offset, std::size_t bytes) { return offset + bytes <= kLinesEnd; };
+  EXPECT_TRUE(within(offsetof(DecodeParams, num_work_items), sizeof(int)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, cta_sms), sizeof(int*)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, m_tiles_div), sizeof(FastDivisor)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, groups_div), sizeof(FastDivisor)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, h_kv_div), sizeof(FastDivisor)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, batch_div), sizeof(FastDivisor)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, splits_div), sizeof(FastDivisor)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, cache_seqlens), sizeof(int*)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, num_splits), sizeof(int)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, qpk), sizeof(int)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, heads_per_group), sizeof(int)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, rows_per_group), sizeof(int)));
+  EXPECT_TRUE(within(offsetof(DecodeParams, heads_div), sizeof(FastDivisor)));
+  // The item's indices and the loop bound: the driver's line (0x200 to 0x23f).
+  EXPECT_TRUE(offsetof(DecodeParams, cta_sms) + sizeof(int*) <= 0x240 - 0x210);
+  EXPECT_TRUE(offsetof(DecodeParams, h_kv_div) + sizeof(FastDivisor) <= 0x240 - 0x210);
 }
 
 TEST(KernelSpecs, OneVariantServesBothPackings) {

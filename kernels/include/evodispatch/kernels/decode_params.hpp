@@ -77,11 +77,27 @@ EVO_HD inline int take_mod(int& n, FastDivisor f) {
 // One decode-attention call. Strides are in elements; the innermost (head_dim) dimension
 // must be contiguous and every row 16-byte aligned (the kernels load 16 bytes at a time).
 struct DecodeParams {
+  // First, what a decode CTA reads before its first memory access. A kernel's parameters
+  // sit in a constant bank at byte 0x210, fetched in 64-byte lines, and a warp stalls on
+  // the first read of each line: these 48 bytes share their line with the driver's
+  // constants at 0x200 (which every kernel reads first), the next 64 bytes fill one line.
+  // Scattered, the fields of a CTA's first instructions cost three serial misses before
+  // its first load (Nsight Compute on an H200: docs/performance.md).
+  int num_work_items;  // batch * h_kv * num_splits * groups_per_kv_head * m_tiles
+  FastDivisor m_tiles_div, groups_div, h_kv_div;  // an item's indices (the divisors below)
+  int* cta_sms;        // [grid] or null: CTA i writes the SM it runs on (the evaluator's check)
+  FastDivisor batch_div, splits_div;
+  const int* cache_seqlens;  // [B]: keys of request b, the Lq new tokens included
+  int num_splits;            // 1..256; 1 writes `out` directly
+  int qpk;                   // h_q / h_kv
+  int heads_per_group;       // pack_gqa ? qpk : 1 (the work decomposition below)
+  int rows_per_group;        // heads_per_group * seqlen_q
+  FastDivisor heads_div;
+
   // Inputs.
   const void* q;              // [B, Lq, Hq, D]
   const void* k;              // [B, Lk_max, Hkv, D] contiguous, [num_pages, page_size, Hkv, D] paged
   const void* v;              // as k
-  const int* cache_seqlens;   // [B]: keys of request b, the Lq new tokens included
   const int* page_table;      // [B, max_pages] (paged only)
   // fp8 KV cache only: the true K (V) of KV head h of request b is the stored value times
   // k_descale[b * descale_batch_stride + h * descale_head_stride] (v_descale): FA3's
@@ -94,7 +110,6 @@ struct DecodeParams {
   float* lse;                 // [B, Hq, Lq] natural-log sum of exp, or null
   float* o_partial;           // [num_splits, B, Lq, Hq, D] fp32, dense (num_splits > 1)
   float* lse_partial;         // [num_splits, B, Hq, Lq] fp32, dense (num_splits > 1)
-  int* cta_sms;               // [grid] or null: CTA i writes the SM it runs on (the evaluator's check)
 
   long long q_batch_stride, q_row_stride, q_head_stride;
   long long k_batch_stride, k_row_stride, k_head_stride;  // batch stride = page stride when paged
@@ -104,26 +119,22 @@ struct DecodeParams {
   long long page_table_batch_stride;
   long long descale_batch_stride, descale_head_stride;
 
-  int batch, seqlen_q, h_q, h_kv, qpk;  // qpk = h_q / h_kv
-  int page_size;                         // 0 = contiguous
-  int causal;                            // 1: token i of Lq sees keys [0, len - Lq + i]
-  int num_splits;                        // 1..256; 1 writes `out` directly
+  int batch, seqlen_q, h_q, h_kv;
+  int page_size;  // 0 = contiguous
+  int causal;     // 1: token i of Lq sees keys [0, len - Lq + i]
 
   // Work decomposition, filled by the host (see kernel_spec.hpp: decode_params_for).
   // A head group is the set of query heads one CTA serves: all qpk heads of a KV head
   // with pack_gqa, one head without. Its rows are (token i, head h) with
-  // row = i * heads_per_group + h, tiled by block_m into m_tiles.
-  int heads_per_group;     // pack_gqa ? qpk : 1
+  // row = i * heads_per_group + h, tiled by block_m into m_tiles (heads_per_group,
+  // rows_per_group and num_work_items are at the top).
   int groups_per_kv_head;  // pack_gqa ? 1 : qpk
-  int rows_per_group;      // heads_per_group * seqlen_q
   int m_tiles;             // ceil(rows_per_group / block_m)
-  int num_work_items;      // batch * h_kv * num_splits * groups_per_kv_head * m_tiles
 
   // The kernels' runtime divisors as fast_divisor(...) of m_tiles, groups_per_kv_head, h_kv,
-  // batch, num_splits, heads_per_group, page_size, and (the combine kernel's rows) h_q and
-  // seqlen_q; decode_params_for fills them with the fields.
-  FastDivisor m_tiles_div, groups_div, h_kv_div, batch_div, splits_div, heads_div, page_div;
-  FastDivisor h_q_div, seqlen_q_div;
+  // batch, num_splits, heads_per_group (at the top), page_size, and (the combine kernel's
+  // rows) h_q and seqlen_q; decode_params_for fills them with the fields.
+  FastDivisor page_div, h_q_div, seqlen_q_div;
 
   float softmax_scale;
   float scale_log2;        // softmax_scale * log2(e): scores go through exp2
