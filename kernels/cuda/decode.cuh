@@ -152,16 +152,39 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     // empty request.
     auto load_q_tile = [&]() {
       const char* const qg = static_cast<const char*>(p.q);
-      for (int x = tid; x < BM * kChunks; x += kThreads) {
+      auto copy = [&](int x) {
         const int r = x / kChunks, ch = x % kChunks;
         const int gr = row0 + r;
         const bool valid = gr < rows;
         const int i = valid ? fast_div(gr, p.heads_div) : 0, head = valid ? head0 + gr - i * HG : 0;
         const i64 off = b * p.q_batch_stride + i * p.q_row_stride + head * p.q_head_stride + ch * 8;
         cp_async_16(q_base + swz<kRowBytes>(r, ch), valid ? qg + 2 * off : qg, valid);
+      };
+      // A one-warp CTA copies eight chunks per thread: unrolled, while the length is still
+      // on its way, they spilled the ten-CTA fp8 tiles' registers.
+      if constexpr (kThreads == 32) {
+#pragma unroll 1
+        for (int x = tid; x < BM * kChunks; x += kThreads) copy(x);
+      } else {
+        for (int x = tid; x < BM * kChunks; x += kThreads) copy(x);
       }
     };
     if (split == 0) load_q_tile();
+    // A paged cache's split 0 reads the page ids of its first STAGES tiles (keys 0 ..
+    // STAGES * BN - 1) now too: any entry of the request's row of the table may be read, and
+    // those past its pages are dropped once the length is known.
+    const int* const pt = PAGED_ ? p.page_table + b * p.page_table_batch_stride : nullptr;
+    constexpr int kTableIters = (STAGES * BN + kThreads - 1) / kThreads;
+    int early_page[PAGED_ ? kTableIters : 1];
+    if constexpr (PAGED_) {
+      if (split == 0) {
+#pragma unroll
+        for (int k = 0; k < kTableIters; ++k) {
+          const int page = fast_div(tid + k * kThreads, p.page_div);
+          early_page[k] = tid + k * kThreads < STAGES * BN && page < p.page_table_batch_stride ? pt[page] : 0;
+        }
+      }
+    }
     float k_descale = 1.f, v_descale = 1.f;
     if constexpr (Tr::KV8) {
       const i64 at = b * p.descale_batch_stride + kvh * p.descale_head_stride;
@@ -212,7 +235,6 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
 
     const char* const kg = static_cast<const char*>(p.k);
     const char* const vg = static_cast<const char*>(p.v);
-    const int* const pt = PAGED_ ? p.page_table + b * p.page_table_batch_stride : nullptr;
 
     // Page id and row in page of key j. A key past the split, whose copy zero-fills, takes
     // row 0 of page 0: an address in the cache, so that the copy needs neither a second
@@ -276,8 +298,15 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     // then tiles 0 .. STAGES-2 in flight.
     if (split != 0) load_q_tile();
     if constexpr (PAGED_) {
-      for (int x = tid; x < STAGES * BN; x += kThreads)
-        table[x] = row_offset(lookup(k_begin + (x / BN) * BN + x % BN));
+#pragma unroll
+      for (int k = 0; k < kTableIters; ++k) {
+        const int x = tid + k * kThreads, j = k_begin + x;
+        if (x >= STAGES * BN) break;
+        int2 e = make_int2(0, 0);
+        if (split != 0) e = lookup(j);
+        else if (j < k_end) e = make_int2(early_page[k], j - fast_div(j, p.page_div) * p.page_size);
+        table[x] = row_offset(e);
+      }
       __syncthreads();
     }
 #pragma unroll

@@ -840,7 +840,10 @@ TEST(KernelSpecs, DecodeParamsCoverTheWork) {
 TEST(KernelSpecs, OneCausalQueryTokenIsNotCausalForTheKernels) {
   // Token 0 of one sees keys [0, len - 1]: every key of its request, no per-row limit.
   Shape s;
+  s.batch = 2;
   s.seqlen_k = 300;
+  s.h_q = 8;
+  s.h_kv = 2;
   s.causal = true;
   const Decision d{1, true, 0};
   EXPECT_EQ(decode_params_for(s, d, spec_for(s, true)).causal, 0);
