@@ -258,6 +258,26 @@ TEST(KernelSpecs, WithTilingParsesTheVariantNamesTilingOrNamesWhatIsWrong) {
   EXPECT_NE(error("m32n128w1x4s3").find("block_m must be 16 * warps_m"), std::string::npos);
 }
 
+TEST(KernelSpecs, OneBlockSplitsOnFewSmsTakeTheBiggestTiles) {
+  Shape s;  // 8 packed rows per KV head, one 128-key block per split
+  s.seqlen_k = 100;
+  s.h_q = 8;
+  s.h_kv = 1;
+  auto at = [&](int batch) {
+    s.batch = batch;
+    return spec_for(s, Decision{1, true, 0}, 132);
+  };
+  EXPECT_EQ(at(80).block_n, 128);  // 80 items: the split's keys in one copy
+  EXPECT_EQ(at(80).min_ctas_per_sm, 1);
+  EXPECT_EQ(at(99).block_n, 128);  // three quarters of 132 SMs
+  EXPECT_EQ(at(100).block_n, 64);  // past them, the two-CTA tiles
+  s.seqlen_k = 200;                // two blocks
+  EXPECT_EQ(at(80).block_n, 64);
+  s.seqlen_k = 100;
+  s.page_size = 16;  // a paged cache keeps its own rule
+  EXPECT_EQ(at(80).block_n, 64);
+}
+
 TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   Shape s;  // cliff-8k: Hq=64, Hkv=8 packed (8 rows), 8K keys: 8 items per request and split
   s.seqlen_k = 8192;

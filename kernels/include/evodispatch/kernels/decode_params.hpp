@@ -80,7 +80,7 @@ struct DecodeParams {
   // First, what a decode CTA reads before its first memory access. A kernel's parameters
   // sit in a constant bank at byte 0x210, fetched in 64-byte lines, and a warp stalls on
   // the first read of each line: these 48 bytes share their line with the driver's
-  // constants at 0x200 (which every kernel reads first), the next 64 bytes fill one line.
+  // constants at 0x200 (0x208 describes every global access), the next 64 fill one line.
   // Scattered, the fields of a CTA's first instructions cost three serial misses before
   // its first load (Nsight Compute on an H200: docs/performance.md).
   int num_work_items;  // batch * h_kv * num_splits * groups_per_kv_head * m_tiles
