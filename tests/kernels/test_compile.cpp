@@ -892,7 +892,7 @@ TEST(KernelSpecs, DecodeParamsFirstReadsShareTwoConstantLines) {
   EXPECT_TRUE(within(offsetof(DecodeParams, heads_per_group), sizeof(int)));
   EXPECT_TRUE(within(offsetof(DecodeParams, rows_per_group), sizeof(int)));
   EXPECT_TRUE(within(offsetof(DecodeParams, heads_div), sizeof(FastDivisor)));
-  // The item's indices and the loop bound: the driver's line (0x200 to 0x23f).
+  // The loop bound, the SM record and the item's first three indices: the driver's line.
   EXPECT_TRUE(offsetof(DecodeParams, cta_sms) + sizeof(int*) <= 0x240 - 0x210);
   EXPECT_TRUE(offsetof(DecodeParams, h_kv_div) + sizeof(FastDivisor) <= 0x240 - 0x210);
 }
