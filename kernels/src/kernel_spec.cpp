@@ -614,13 +614,13 @@ KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num
   // length (docs/performance.md "On an H200 (thirty-seventh session)"), against the two-CTA
   // 64-key tiles: 0.937-0.985 of the time on all sixteen such shapes of
   // bench/gpu/short-calls.json and short-splits-fresh.json (B=68 Lk=93 Hq=8 Hkv=1 5.00 us
-  // instead of 5.34, B=80 Lk=87 Hq=4 Hkv=1 5.02 instead of 5.32). Over two blocks they won at 200-245 keys on 68-86
-  // items (B=10 Lk=200 Hq=40 Hkv=8 0.948) but lost up to 4.8% at 180-192 keys (B=42 Lk=192
-  // Hq=4 Hkv=2 6.63 us against 6.33), and over 120-128 items they tied or lost by up to 1%.
+  // instead of 5.34, B=80 Lk=87 Hq=4 Hkv=1 5.02 instead of 5.32). Over two blocks they won
+  // at 200-245 keys on 68-86 items (B=10 Lk=200 Hq=40 Hkv=8 0.948) but lost up to 4.8% at
+  // 180-192 keys (B=42 Lk=192 Hq=4 Hkv=2 6.63 us against 6.33), and over 120-128 items they
+  // tied or lost by up to 1%.
   const bool short_splits = !fp8 && stacked && shape.head_dim == 128 && 4 * items <= 3 * sms &&
                             blocks_per_split(shape, d) == 1;
-  const bool few =
-      (shape.dtype == Dtype::fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms) || short_splits;
+  const bool few = (fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms) || short_splits;
   if (few && fp8 && !margin && shape.head_dim == 128 && mem_bw_bytes_per_s >= kFastDramBytesPerS)
     return fp8_latency_spec(query_dtype(shape), paged);
   // An fp8 cache takes the three-CTA variant too since its queries run the fp16 MMA (one
