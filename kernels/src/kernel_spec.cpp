@@ -155,6 +155,11 @@ int blocks_per_split(const Shape& shape, const Decision& d) {
   return (features(shape).nblk + d.num_splits - 1) / d.num_splits;
 }
 
+// Keys of a request's first split, the longest: its blocks, capped by the cache.
+int split_keys(const Shape& shape, const Decision& d) {
+  return std::min(shape.seqlen_k, blocks_per_split(shape, d) * features(shape).block_n);
+}
+
 // The tilings of packed groups of more than 16 rows (D = 64 and 128): 32 rows over 2 x 2
 // warps with 64- or 128-row K/V tiles, and, for splits of one block, 64 rows over 4 x 1
 // warps (a warp scores the whole tile, so nothing is merged across warps).
@@ -549,6 +554,44 @@ KernelSpec fp8_latency_spec(Dtype dtype, bool paged) {
   return s;
 }
 
+// 64-key tiles in four stages (16-bit, contiguous, D = 128; few_items_d128_spec below).
+KernelSpec four_stage_d128_spec(Dtype dtype) {
+  KernelSpec s = decode_spec(128, dtype, false, false, 16, false);
+  s.stages = 4;
+  return s;
+}
+
+// 16-bit, contiguous, D = 128, no margin, items on at most three quarters of the SMs: one
+// CTA per SM, each waiting for its own first tiles.
+//  * Splits of up to two blocks fit the first copy of either tiling: 128-key tiles in three
+//    stages where the split's last 128 keys are more than half present (ceil(keys / 64)
+//    even: as many padded keys as 64-key tiles, half the tiles), otherwise 64-key tiles,
+//    in four stages past one block. So do splits of three or four blocks on more than half
+//    the SMs; on fewer, the 128-key tiles won whatever the padding.
+//  * Longer splits: 128-key tiles on up to half the SMs, and on a fast DRAM, whose bandwidth
+//    needs their bytes in flight, up to two thirds (an H100 lost 2-5% with 80-128 such
+//    CTAs at 8K keys, the rule of device_spec_for below).
+// The one-block case came first (thirty-seventh session): 65-128 keys in 128-key tiles took
+// 0.937-0.985 of the 64-key tiles' time on all sixteen such shapes of bench/gpu/short-calls.json
+// and short-splits-fresh.json (B=68 Lk=93 Hq=8 Hkv=1 5.00 us instead of 5.34); over 120-128
+// items they tied or lost by up to 1%, hence three quarters of the SMs. The rest on an H200
+// under every tiling, then against the build before on 38 fresh shapes (bench/gpu/
+// few-items-fresh.json; docs/performance.md "On an H200 (thirty-eighth session)"): B=42
+// Lk=192 Hq=4 Hkv=2 6.23 us in four stages of 64 keys against 6.31 in three and 6.63 in
+// 128-key tiles, B=84 Lk=204 Hq=2 Hkv=1 6.63 in 128-key tiles against 6.95, B=20 Lk=285
+// Hq=48 Hkv=4 (80 items) 7.71 in 64-key tiles against 8.21, B=4 Lk=394 Hq=128 Hkv=8 (32) 7.84
+// in 128-key tiles against 8.12; B=17 Lk=1097 Hq=8 Hkv=4 (68 items) 13.30 against 15.02 (the
+// best over splits before), B=12 Lk=3097 Hq=40 Hkv=8 (96) 39.35 in 64-key tiles against 40.84.
+KernelSpec few_items_d128_spec(const Shape& shape, const Decision& d, std::int64_t items, int num_sms,
+                               bool fast_dram) {
+  const int keys = split_keys(shape, d), block = features(shape).block_n;
+  const bool short_split = keys <= 4 * block;
+  if (short_split && (keys + 63) / 64 % 2 == 1 && (keys <= 2 * block || 2 * items > num_sms))
+    return keys > block ? four_stage_d128_spec(query_dtype(shape)) : decode_spec(shape, 16, false);
+  const bool wide = short_split || 2 * items <= num_sms || (fast_dram && 3 * items <= 2 * num_sms);
+  return decode_spec(shape, 16, wide);
+}
+
 KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num_sms, double mem_bw_bytes_per_s) {
   check_supported(shape);
   const Decision d = resolve(decision, shape);
@@ -608,19 +651,9 @@ KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
-  // So do splits of one 128-key block over at most three quarters of the SMs (16-bit,
-  // contiguous, D = 128): the prologue asks for all of a split's keys in one copy, and so few
-  // CTAs keep few bytes in flight. On an H200, once a CTA's start no longer waited for the
-  // length (docs/performance.md "On an H200 (thirty-seventh session)"), against the two-CTA
-  // 64-key tiles: 0.937-0.985 of the time on all sixteen such shapes of
-  // bench/gpu/short-calls.json and short-splits-fresh.json (B=68 Lk=93 Hq=8 Hkv=1 5.00 us
-  // instead of 5.34, B=80 Lk=87 Hq=4 Hkv=1 5.02 instead of 5.32). Over two blocks they won
-  // at 200-245 keys on 68-86 items (B=10 Lk=200 Hq=40 Hkv=8 0.948) but lost up to 4.8% at
-  // 180-192 keys (B=42 Lk=192 Hq=4 Hkv=2 6.63 us against 6.33), and over 120-128 items they
-  // tied or lost by up to 1%.
-  const bool short_splits = !fp8 && stacked && shape.head_dim == 128 && 4 * items <= 3 * sms &&
-                            blocks_per_split(shape, d) == 1;
-  const bool few = (fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms) || short_splits;
+  if (!fp8 && stacked && shape.head_dim == 128 && 4 * items <= 3 * sms)
+    return few_items_d128_spec(shape, d, items, num_sms, mem_bw_bytes_per_s >= kFastDramBytesPerS);
+  const bool few = fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms;
   if (few && fp8 && !margin && shape.head_dim == 128 && mem_bw_bytes_per_s >= kFastDramBytesPerS)
     return fp8_latency_spec(query_dtype(shape), paged);
   // An fp8 cache takes the three-CTA variant too since its queries run the fp16 MMA (one
@@ -705,6 +738,7 @@ std::vector<KernelSpec> all_kernel_specs() {
           }
           if (d == 128 && !paged) {
             for (bool six : {true, false}) out.push_back(two_warp_d128_spec(dt, fp8, six));
+            if (!fp8) out.push_back(four_stage_d128_spec(dt));
             if (fp8)
               for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
           }

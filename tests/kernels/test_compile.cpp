@@ -103,7 +103,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 95 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 96 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
@@ -112,8 +112,9 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // tilings (16-bit: two at D = 128, five at D = 64; fp8: two at D = 128, three at D = 64);
   // a combine per D; fp8's four-stage 128-row tiles at D = 128 for a fast DRAM (contiguous
   // and paged), the paged fp8 one-warp sixteens at D = 64, the paged 16-bit three-CTA
-  // tiles at D = 128 and the paged 16-bit 128-row tiles of long groups at D = 64.
-  EXPECT_EQ(all_kernel_specs().size(), 190u);
+  // tiles at D = 128, the paged 16-bit 128-row tiles of long groups at D = 64 and the
+  // contiguous 16-bit four-stage 64-row tiles at D = 128.
+  EXPECT_EQ(all_kernel_specs().size(), 192u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -258,24 +259,55 @@ TEST(KernelSpecs, WithTilingParsesTheVariantNamesTilingOrNamesWhatIsWrong) {
   EXPECT_NE(error("m32n128w1x4s3").find("block_m must be 16 * warps_m"), std::string::npos);
 }
 
-TEST(KernelSpecs, OneBlockSplitsOnFewSmsTakeTheBiggestTiles) {
-  Shape s;  // 8 packed rows per KV head, one 128-key block per split
-  s.seqlen_k = 100;
+TEST(KernelSpecs, FewItemsTakeTheTilesThatAskForTheirSplitInTheFirstCopy) {
+  Shape s;  // 8 packed rows per KV head: one item per request and split
   s.h_q = 8;
   s.h_kv = 1;
-  auto at = [&](int batch) {
+  auto at = [&](int batch, int keys, int splits = 1, double bandwidth = 0.0) {
     s.batch = batch;
-    return spec_for(s, Decision{1, true, 0}, 132);
+    s.seqlen_k = keys;
+    DeviceInfo hw;
+    hw.num_sms = 132;
+    hw.mem_bw_bytes_per_s = bandwidth;
+    return spec_for(s, Decision{splits, true, 0}, hw);
   };
-  EXPECT_EQ(at(80).block_n, 128);  // 80 items: the split's keys in one copy
-  EXPECT_EQ(at(80).min_ctas_per_sm, 1);
-  EXPECT_EQ(at(99).block_n, 128);  // three quarters of 132 SMs
-  EXPECT_EQ(at(100).block_n, 64);  // past them, the two-CTA tiles
-  s.seqlen_k = 200;                // two blocks
-  EXPECT_EQ(at(80).block_n, 64);
-  s.seqlen_k = 100;
-  s.page_size = 16;  // a paged cache keeps its own rule
-  EXPECT_EQ(at(80).block_n, 64);
+  auto tiling = [](const KernelSpec& k) { return std::pair{k.block_n, k.stages}; };
+  using T = std::pair<int, int>;
+  // The split's last 128 keys more than half present: 128-key tiles, three stages.
+  EXPECT_EQ(tiling(at(80, 100)), (T{128, 3}));
+  EXPECT_EQ(tiling(at(80, 200)), (T{128, 3}));
+  EXPECT_EQ(tiling(at(80, 450)), (T{128, 3}));
+  EXPECT_EQ(tiling(at(20, 1000, 4)), (T{128, 3}));  // 80 items of 256 keys through the splits
+  // At most half present: 64-key tiles, in four stages past one block.
+  EXPECT_EQ(tiling(at(80, 64)), (T{64, 3}));
+  EXPECT_EQ(tiling(at(80, 150)), (T{64, 4}));
+  EXPECT_EQ(tiling(at(80, 300)), (T{64, 4}));
+  EXPECT_EQ(tiling(at(40, 150)), (T{64, 4}));
+  EXPECT_EQ(tiling(at(40, 300)), (T{128, 3}));  // three blocks on up to half the SMs
+  EXPECT_EQ(at(80, 150).min_ctas_per_sm, 1);
+  // Past three quarters of 132 SMs, the two-CTA 64-key tiles.
+  EXPECT_EQ(tiling(at(99, 100)), (T{128, 3}));
+  EXPECT_EQ(tiling(at(100, 100)), (T{64, 3}));
+  EXPECT_EQ(tiling(at(100, 150)), (T{64, 3}));
+  // Longer splits: 128-key tiles on up to half the SMs, two thirds on a fast DRAM.
+  EXPECT_EQ(tiling(at(66, 3000)), (T{128, 3}));
+  EXPECT_EQ(tiling(at(80, 3000)), (T{64, 3}));
+  EXPECT_EQ(tiling(at(80, 3000, 1, 4.8e12)), (T{128, 3}));
+  EXPECT_EQ(tiling(at(88, 3001, 1, 4.8e12)), (T{128, 3}));
+  EXPECT_EQ(tiling(at(89, 3000, 1, 4.8e12)), (T{64, 3}));
+  // Only a contiguous 16-bit cache at D = 128 with no margin.
+  s.page_size = 16;
+  EXPECT_EQ(tiling(at(80, 150)), (T{64, 3}));
+  s.page_size = 0;
+  s.dtype = Dtype::fp8;
+  EXPECT_NE(tiling(at(80, 150)), (T{64, 4}));
+  s.dtype = Dtype::bf16;
+  s.batch = 80;
+  s.seqlen_k = 150;
+  EXPECT_EQ(spec_for(s, Decision{1, true, 4}, 132).stages, 3);
+  // The four-stage tiles are among the variants compiled ahead.
+  const std::vector<KernelSpec> all = all_kernel_specs();
+  EXPECT_NE(std::find(all.begin(), all.end(), at(80, 150)), all.end());
 }
 
 TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {

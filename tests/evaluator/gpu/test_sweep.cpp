@@ -93,6 +93,17 @@ std::vector<SweepCase> sweep_cases() {
   for (int d : {64, 256})
     for (int page : {0, 16})
       for (int sp : {1, 4}) add("bf16", S().d(d).lk(1000).page(page), dec(sp));
+  // Few items over short splits (few_items_d128_spec): 64-key tiles in four stages where a
+  // split's last 128 keys are at most half present; mixed lengths, Lq > 1, fp16.
+  add("few", S().b(40).heads(16, 2).lk(150), dec(1));  // 80 items of 150 keys
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 40; ++i) lens.push_back(1 + (i * 97) % 300);
+    add("few", S().b(40).heads(16, 2).lk(300), dec(1), lens);  // 80 items of up to five 64-key tiles
+  }
+  add("few", S().b(20).lq(4).heads(8, 2).lk(170), dec(1));  // 16 rows of 4 tokens
+  add("few", S().fp16().b(20).heads(16, 4).lk(140), dec(1));
+  add("few", S().b(10).heads(16, 2).lk(1000), dec(3));  // three blocks a split: 128-key tiles
   // Long packed groups (kernel_spec.cpp, long_group_spec): every tiling, each dtype and KV
   // layout, mixed lengths and Lq > 1.
   add("long", S().b(77).heads(71, 1).d(64).lk(1500), dec(1));        // m32n128, D = 64
