@@ -636,24 +636,30 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     merge_row(r_lo, m_lo, c_lo, sc_lo);
     merge_row(r_hi, m_hi, c_hi, sc_hi);
     {
+      // Only the rows the output reads: a packed group of 2-12 rows would store most of the
+      // 16-row tile's partial O for nothing (0.981 of the time on bench/gpu/fp8-short.json
+      // and 0.997 on short-calls.json on an H200, docs/performance.md).
       float* const lo = o_red + (warp_n * BM + r_lo) * kOStride;
       float* const hi = o_red + (warp_n * BM + r_hi) * kOStride;
+      const bool lo_live = row0 + r_lo < rows, hi_live = row0 + r_hi < rows;
       if constexpr (Tr::KV8) {
         // Tiles 2c and 2c + 1 hold the even and odd columns of chunk c: columns 16c + 4t .. + 3.
 #pragma unroll
         for (int ch = 0; ch < D / 16; ++ch) {
           const float* const e = o[2 * ch];
           const float* const od = o[2 * ch + 1];
-          *reinterpret_cast<float4*>(lo + ch * 16 + 4 * t4) =
-              make_float4(e[0] * sc_lo, od[0] * sc_lo, e[1] * sc_lo, od[1] * sc_lo);
-          *reinterpret_cast<float4*>(hi + ch * 16 + 4 * t4) =
-              make_float4(e[2] * sc_hi, od[2] * sc_hi, e[3] * sc_hi, od[3] * sc_hi);
+          if (lo_live)
+            *reinterpret_cast<float4*>(lo + ch * 16 + 4 * t4) =
+                make_float4(e[0] * sc_lo, od[0] * sc_lo, e[1] * sc_lo, od[1] * sc_lo);
+          if (hi_live)
+            *reinterpret_cast<float4*>(hi + ch * 16 + 4 * t4) =
+                make_float4(e[2] * sc_hi, od[2] * sc_hi, e[3] * sc_hi, od[3] * sc_hi);
         }
       } else {
 #pragma unroll
         for (int d = 0; d < DTL; ++d) {
-          *reinterpret_cast<float2*>(lo + d * 8 + 2 * t4) = make_float2(o[d][0] * sc_lo, o[d][1] * sc_lo);
-          *reinterpret_cast<float2*>(hi + d * 8 + 2 * t4) = make_float2(o[d][2] * sc_hi, o[d][3] * sc_hi);
+          if (lo_live) *reinterpret_cast<float2*>(lo + d * 8 + 2 * t4) = make_float2(o[d][0] * sc_lo, o[d][1] * sc_lo);
+          if (hi_live) *reinterpret_cast<float2*>(hi + d * 8 + 2 * t4) = make_float2(o[d][2] * sc_hi, o[d][3] * sc_hi);
         }
       }
     }
