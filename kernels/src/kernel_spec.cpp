@@ -648,11 +648,11 @@ KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num
     return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d), paged);
   if (shape.head_dim == 128 && !margin && items > 3 * sms && (blocks_per_split(shape, d) > 1 || fp8 || paged))
     return many_items_d128_spec(query_dtype(shape), fp8, items, sms, paged);
+  if (!fp8 && stacked && shape.head_dim == 128 && 4 * items <= 3 * sms)
+    return few_items_d128_spec(shape, d, items, num_sms, mem_bw_bytes_per_s >= kFastDramBytesPerS);
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
-  if (!fp8 && stacked && shape.head_dim == 128 && 4 * items <= 3 * sms)
-    return few_items_d128_spec(shape, d, items, num_sms, mem_bw_bytes_per_s >= kFastDramBytesPerS);
   const bool few = fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms;
   if (few && fp8 && !margin && shape.head_dim == 128 && mem_bw_bytes_per_s >= kFastDramBytesPerS)
     return fp8_latency_spec(query_dtype(shape), paged);
