@@ -584,9 +584,9 @@ KernelSpec four_stage_d128_spec(Dtype dtype) {
 // best over splits before), B=12 Lk=3097 Hq=40 Hkv=8 (96) 39.35 in 64-key tiles against 40.84.
 KernelSpec few_items_d128_spec(const Shape& shape, const Decision& d, std::int64_t items, int num_sms,
                                bool fast_dram) {
-  const int keys = split_keys(shape, d), block = features(shape).block_n;
+  const int keys = split_keys(shape, d), block = features(shape).block_n, half = block / 2;
   const bool short_split = keys <= 4 * block;
-  if (short_split && (keys + 63) / 64 % 2 == 1 && (keys <= 2 * block || 2 * items > num_sms))
+  if (short_split && (keys + half - 1) / half % 2 == 1 && (keys <= 2 * block || 2 * items > num_sms))
     return keys > block ? four_stage_d128_spec(query_dtype(shape)) : decode_spec(shape, 16, false);
   const bool wide = short_split || 2 * items <= num_sms || (fast_dram && 3 * items <= 2 * num_sms);
   return decode_spec(shape, 16, wide);
