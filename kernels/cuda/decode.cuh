@@ -44,7 +44,7 @@ constexpr float kLazyRescaleLog2 = 8.f;
 
 // Packing the GQA group is not a template argument: the head groups come from DecodeParams
 // (heads_per_group, groups_per_kv_head), so one specialisation serves both layouts.
-template <int D_, int DT_, bool KV8_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_>
+template <int D_, int DT_, bool KV8_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_, bool KV_APART_>
 struct DecodeTraits {
   static constexpr int D = D_, DT = DT_, BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
   static constexpr bool KV8 = KV8_, PAGED = PAGED_;
@@ -72,6 +72,9 @@ struct DecodeTraits {
   // over an fp8 cache, nothing at D <= 128, and up to 3% slower on a 16-bit one (measured
   // on an H100, docs/performance.md).
   static constexpr bool kLazyRescale = KV8;
+  // K and V of each tile in copy groups of their own (KernelSpec::kv_apart): Q K^T and the
+  // softmax run while V lands, behind a second barrier per tile.
+  static constexpr bool kKvApart = KV_APART_;
   static constexpr DecodeSmemLayout kSmem = decode_smem_layout(D, BM, BN, WN, STAGES, PAGED, kKvBytes);
   // Splits are cut in blocks of kSplitBlock rows; the pipeline streams tiles of BN rows.
   static constexpr int kSplitBlock = decode_split_block(D);
@@ -99,10 +102,11 @@ __device__ __forceinline__ u32 swz(int r, int c) {
 }
 
 // MIN_CTAS_: the CTAs per SM the variant is built for (registers capped to fit them).
-template <int D_, int DT_, bool KV8_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_, int MIN_CTAS_>
+template <int D_, int DT_, bool KV8_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_, int MIN_CTAS_,
+          bool KV_APART_>
 __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     decode_kernel(const __grid_constant__ DecodeParams p) {
-  using Tr = DecodeTraits<D_, DT_, KV8_, PAGED_, BM_, BN_, WM_, WN_, STAGES_>;
+  using Tr = DecodeTraits<D_, DT_, KV8_, PAGED_, BM_, BN_, WM_, WN_, STAGES_, KV_APART_>;
   constexpr int D = Tr::D, BM = Tr::BM, BN = Tr::BN, WN = Tr::WN, STAGES = Tr::STAGES;
   constexpr int kThreads = Tr::kThreads, kChunks = Tr::kChunks, kRowBytes = Tr::kRowBytes;
   constexpr int KPW = Tr::kKeysPerWarp, NT = Tr::kNTiles, DTL = Tr::kDTiles;
@@ -253,10 +257,11 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     auto row_offset = [&](int2 e) -> i64 { return KVB * (e.x * p.k_batch_stride + e.y * p.k_row_stride); };
 
     auto stage_at = [&](int r, int ch) -> u32 { return swz<kKvRowBytes>(r, ch); };
-    // Issue the cp.async copies of K/V tile `tile` into its stage; past n_tiles, nothing
-    // (the caller still commits an empty group so the group count stays uniform). Thread
-    // `tid` copies chunk tid % kKvChunks of rows tid / kKvChunks + it * kRowsPerPass.
-    auto load_tile = [&](int tile) {
+    // Issue the cp.async copies of tile `tile`'s K (parts 1), V (2) or both (3) into its
+    // stage; past n_tiles, nothing (the caller still commits an empty group so the group
+    // count stays uniform). Thread `tid` copies chunk tid % kKvChunks of rows tid / kKvChunks
+    // + it * kRowsPerPass.
+    auto load_tile = [&](int tile, int parts) {
       if (tile >= n_tiles) return;
       const int stage = tile % STAGES;
       const u32 k_dst = tiles_base + stage * 2 * Tr::kKvTileBytes;
@@ -274,8 +279,8 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         for (int it = 0; it < kLoadIters; ++it) {
           const int r = r0 + it * kRowsPerPass;
           const bool valid = kt0 + r < k_end;
-          cp_async_16(k_dst + stage_at(r, ch), valid ? kp : kg, valid);
-          cp_async_16(v_dst + stage_at(r, ch), valid ? vp : vg, valid);
+          if (parts & 1) cp_async_16(k_dst + stage_at(r, ch), valid ? kp : kg, valid);
+          if (parts & 2) cp_async_16(v_dst + stage_at(r, ch), valid ? vp : vg, valid);
           kp += k_step;
           vp += v_step;
         }
@@ -288,11 +293,26 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
           const int r = r0 + it * kRowsPerPass;
           const i64 at = table[stage * BN + r];
           const bool valid = r < live;
-          cp_async_16(k_dst + stage_at(r, ch), kh + at, valid);
-          cp_async_16(v_dst + stage_at(r, ch), vh + at, valid);
+          if (parts & 1) cp_async_16(k_dst + stage_at(r, ch), kh + at, valid);
+          if (parts & 2) cp_async_16(v_dst + stage_at(r, ch), vh + at, valid);
         }
       }
     };
+
+    auto load_and_commit = [&](int tile) {
+      if constexpr (Tr::kKvApart) {
+        load_tile(tile, 1);
+        cp_async_commit();
+        load_tile(tile, 2);
+      } else {
+        load_tile(tile, 3);
+      }
+      cp_async_commit();
+    };
+    // Copy groups still in flight behind tile t's K once the top of its iteration may go on
+    // (STAGES - 2 tiles, and with K and V apart, its V), and behind its V after that
+    // iteration issued tile t + STAGES - 1.
+    constexpr int kGroupsAfterK = Tr::kKvApart ? 2 * STAGES - 3 : STAGES - 2, kGroupsAfterV = 2 * STAGES - 2;
 
     // ---- Prologue: Q of the splits after 0, the row offsets of the first STAGES tiles,
     // then tiles 0 .. STAGES-2 in flight.
@@ -310,10 +330,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       __syncthreads();
     }
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      load_tile(s);
-      cp_async_commit();
-    }
+    for (int s = 0; s < STAGES - 1; ++s) load_and_commit(s);
 
     // ---- Accumulators: this warp's 16 rows over its key slice.
     float o[DTL][4];
@@ -422,8 +439,8 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     };
     if constexpr (Tr::kQToF16) {
       // Before the loop, so that the rescaling's registers stay out of it (the three-CTA
-      // tiles spilled with it inside). Q came with tile 0's group.
-      cp_async_wait<STAGES - 2>();
+      // tiles spilled with it inside). Q came with tile 0's (K's) group.
+      cp_async_wait<kGroupsAfterK>();
       __syncthreads();
       if constexpr (Tr::kQInRegs) {
         if (warp_active) load_q();
@@ -444,21 +461,20 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         }
       }
 
-      cp_async_wait<STAGES - 2>();
-      __syncthreads();  // tile `tile` visible to all; everyone is done with tile - 1's stage
-      load_tile(tile + STAGES - 1);
-      cp_async_commit();
+      cp_async_wait<kGroupsAfterK>();
+      __syncthreads();  // tile `tile` (its K) visible to all; everyone is done with tile - 1's stage
+      load_and_commit(tile + STAGES - 1);
 
+      const u32 k_tile = tiles_base + (tile % STAGES) * 2 * Tr::kKvTileBytes;
+      const u32 v_tile = k_tile + Tr::kKvTileBytes;
+      const int key0 = warp_n * KPW;  // this warp's first key in the tile
+      float s[NT][4];                 // the warp's scores, then P
       if (warp_active) {
         if constexpr (Tr::kQInRegs && !Tr::kQToF16) {
           if (tile == 0) load_q();
         }
-        const u32 k_tile = tiles_base + (tile % STAGES) * 2 * Tr::kKvTileBytes;
-        const u32 v_tile = k_tile + Tr::kKvTileBytes;
-        const int key0 = warp_n * KPW;  // this warp's first key in the tile
 
         // S = Q K^T over the warp's KPW keys.
-        float s[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
         if constexpr (Tr::KV8) {
@@ -559,7 +575,13 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         }
         l_lo += sum_lo;
         l_hi += sum_hi;
+      }
 
+      if constexpr (Tr::kKvApart) {
+        cp_async_wait<kGroupsAfterV>();
+        __syncthreads();  // tile `tile`'s V visible to all
+      }
+      if (warp_active) {
         // O += P V: two adjacent n8 score tiles form one k16 A fragment of P.
 #pragma unroll
         for (int kk = 0; kk < KPW / 16; ++kk) {

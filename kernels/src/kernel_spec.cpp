@@ -85,7 +85,7 @@ std::string KernelSpec::name() const {
   return "decode_" + d + (fp8_kv ? "_fp8kv" : "") + (paged ? "_paged" : "_contig") + "_m" +
          std::to_string(block_m) + "n" + std::to_string(block_n) + "_w" + std::to_string(warps_m) + "x" +
          std::to_string(warps_n) + "_s" + std::to_string(stages) +
-         (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "");
+         (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "") + (kv_apart ? "_kva" : "");
 }
 
 std::string KernelSpec::kernel_expression() const {
@@ -97,7 +97,7 @@ std::string KernelSpec::kernel_expression() const {
          b(paged) + ", " +
          std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
          std::to_string(warps_m) + ", " + std::to_string(warps_n) + ", " + std::to_string(stages) + ", " +
-         std::to_string(min_ctas_per_sm) + ">";
+         std::to_string(min_ctas_per_sm) + ", " + b(kv_apart) + ">";
 }
 
 std::string KernelSpec::source() const {
@@ -570,7 +570,7 @@ KernelSpec four_stage_d128_spec(Dtype dtype) {
 //    the SMs; on fewer, the 128-key tiles won whatever the padding.
 //  * Longer splits: 128-key tiles on up to half the SMs, and on a fast DRAM, whose bandwidth
 //    needs their bytes in flight, up to two thirds (an H100 lost 2-5% with 80-128 such
-//    CTAs at 8K keys, the rule of device_spec_for below).
+//    CTAs at 8K keys, the rule of tiling_for below).
 // The one-block case came first (thirty-seventh session): 65-128 keys in 128-key tiles took
 // 0.937-0.985 of the 64-key tiles' time on all sixteen such shapes of bench/gpu/short-calls.json
 // and short-splits-fresh.json (B=68 Lk=93 Hq=8 Hkv=1 5.00 us instead of 5.34); over 120-128
@@ -592,8 +592,7 @@ KernelSpec few_items_d128_spec(const Shape& shape, const Decision& d, std::int64
   return decode_spec(shape, 16, wide);
 }
 
-KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num_sms, double mem_bw_bytes_per_s) {
-  check_supported(shape);
+KernelSpec tiling_for(const Shape& shape, const Decision& decision, int num_sms, double mem_bw_bytes_per_s) {
   const Decision d = resolve(decision, shape);
   const WorkDecomposition rows16 = decompose_work(shape, d, 16);
   const std::int64_t sms = std::max(1, num_sms - d.sm_margin);
@@ -676,6 +675,30 @@ KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num
   return decode_spec(shape, 16, few, dense);
 }
 
+// K and V apart (KernelSpec::kv_apart) for the 64-key tiles of four warps (16-bit,
+// contiguous, D = 128, no margin) where a CTA's first tiles or a second CTA on its SM are
+// what its items wait for: splits of at most two tiles, and one to one and a half items per
+// SM (the SMs with two CTAs finish last). Elsewhere the second barrier per tile costs more
+// than the overlap gives: lone CTAs streaming longer splits and two or more items per SM
+// over long splits ran 1-5% slower. On an H200, against one copy group per tile, the oracle's
+// best per shape (docs/performance.md "On an H200 (thirty-ninth session)"): 32 fresh shapes
+// of those two classes (bench/gpu/kv-apart-fresh.json) 0.986 (0.942-1.014; B=35 Lk=698 Hq=24
+// Hkv=4, 140 items, 16.86 us instead of 17.91), B=150 Lk=216 Hq=12 Hkv=1 9.36 instead of 9.59,
+// B=256 Lk=64 Hq=8 Hkv=1 6.21 instead of 6.45.
+bool kv_apart_pays(const KernelSpec& s, const Shape& shape, const Decision& d, int num_sms) {
+  if (s.head_dim != 128 || s.fp8_kv || s.paged || d.sm_margin > 0) return false;
+  if (s.block_n != 64 || s.warps_m != 1 || s.warps_n != 4 || s.stages > 3) return false;
+  const std::int64_t items = decompose_work(shape, d, 16).items;
+  return split_keys(shape, d) <= 2 * s.block_n || (items > num_sms && 2 * items <= 3 * std::int64_t{num_sms});
+}
+
+KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num_sms, double mem_bw_bytes_per_s) {
+  check_supported(shape);
+  KernelSpec s = tiling_for(shape, decision, num_sms, mem_bw_bytes_per_s);
+  s.kv_apart = kv_apart_pays(s, shape, resolve(decision, shape), num_sms);
+  return s;
+}
+
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
@@ -698,7 +721,7 @@ KernelSpec with_tiling(KernelSpec s, std::string_view tiling) {
     if (at >= text.size() || text[at] != tag) {
       if (optional) return std::nullopt;
       throw InputError("tiling \"" + text + "\": expected '" + std::string(1, tag) + "' at character " +
-                       std::to_string(at + 1) + " (m<block_m>n<block_n>w<warps_m>x<warps_n>s<stages>[o<ctas>])");
+                       std::to_string(at + 1) + " (m<block_m>n<block_n>w<warps_m>x<warps_n>s<stages>[o<ctas>][a])");
     }
     std::size_t end = ++at;
     while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
@@ -713,6 +736,8 @@ KernelSpec with_tiling(KernelSpec s, std::string_view tiling) {
   s.warps_n = *field('x', false);
   s.stages = *field('s', false);
   s.min_ctas_per_sm = field('o', true).value_or(1);
+  s.kv_apart = at < text.size() && text[at] == 'a';
+  at += s.kv_apart ? 1 : 0;
   if (at != text.size()) throw InputError("tiling \"" + text + "\": unexpected \"" + text.substr(at) + "\"");
   if (const std::string why = spec_error(s); !why.empty()) throw InputError("tiling \"" + text + "\": " + why);
   return s;
@@ -731,6 +756,12 @@ std::vector<KernelSpec> all_kernel_specs() {
           if (d == 128 && fp8) out.push_back(fp8_latency_spec(dt, paged));  // a fast DRAM's
           // the dense three-CTA tiles: contiguous, and paged 16-bit
           if (d == 128 && (!paged || !fp8)) out.push_back(decode_spec(d, dt, fp8, paged, 16, false, true));
+          if (d == 128 && !paged && !fp8)  // kv_apart_pays: the 64-key tiles in two or three stages
+            for (bool dense : {false, true}) {
+              KernelSpec apart = decode_spec(d, dt, fp8, paged, 16, false, dense);
+              apart.kv_apart = true;
+              out.push_back(apart);
+            }
           if (d == 128 && paged) {  // many_items_d128_spec
             for (bool six : {true, false})
               if (!(fp8 && six)) out.push_back(two_warp_d128_spec(dt, fp8, six, true));

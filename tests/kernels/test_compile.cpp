@@ -103,7 +103,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 96 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 98 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
@@ -113,8 +113,9 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // a combine per D; fp8's four-stage 128-row tiles at D = 128 for a fast DRAM (contiguous
   // and paged), the paged fp8 one-warp sixteens at D = 64, the paged 16-bit three-CTA
   // tiles at D = 128, the paged 16-bit 128-row tiles of long groups at D = 64 and the
-  // contiguous 16-bit four-stage 64-row tiles at D = 128.
-  EXPECT_EQ(all_kernel_specs().size(), 192u);
+  // contiguous 16-bit four-stage 64-row tiles at D = 128, and the contiguous 16-bit 64-row
+  // tiles of four warps at D = 128 (three stages, and the three-CTA two) with K and V apart.
+  EXPECT_EQ(all_kernel_specs().size(), 196u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -245,6 +246,13 @@ TEST(KernelSpecs, WithTilingParsesTheVariantNamesTilingOrNamesWhatIsWrong) {
   EXPECT_EQ(t.head_dim, 64);
   EXPECT_NE(t.name().find("_m128n128_w8x2_s3"), std::string::npos) << t.name();
   EXPECT_EQ(with_tiling(base, "m16n64w1x4s2o3").min_ctas_per_sm, 3);
+  EXPECT_FALSE(with_tiling(base, "m16n64w1x4s2o3").kv_apart);
+  const KernelSpec apart = with_tiling(base, "m16n64w1x4s2o3a");
+  EXPECT_TRUE(apart.kv_apart);
+  EXPECT_EQ(apart.min_ctas_per_sm, 3);
+  EXPECT_TRUE(with_tiling(base, "m16n64w1x4s3a").kv_apart);
+  EXPECT_NE(apart.name().find("_m16n64_w1x4_s2_o3_kva"), std::string::npos) << apart.name();
+  EXPECT_NE(apart.kernel_expression().find(", 3, true>"), std::string::npos) << apart.kernel_expression();
   auto error = [&](const char* tiling) {
     try {
       with_tiling(base, tiling);
@@ -255,6 +263,7 @@ TEST(KernelSpecs, WithTilingParsesTheVariantNamesTilingOrNamesWhatIsWrong) {
   };
   EXPECT_NE(error("m128w8x2s3").find("expected 'n' at character 5"), std::string::npos) << error("m128w8x2s3");
   EXPECT_NE(error("m128n128w8x2s3z").find("unexpected \"z\""), std::string::npos);
+  EXPECT_NE(error("m16n64w1x4s3ao2").find("unexpected \"o2\""), std::string::npos) << error("m16n64w1x4s3ao2");
   EXPECT_NE(error("m48n128w3x2s3").find("threads must load whole"), std::string::npos) << error("m48n128w3x2s3");
   EXPECT_NE(error("m32n128w1x4s3").find("block_m must be 16 * warps_m"), std::string::npos);
 }
@@ -310,6 +319,49 @@ TEST(KernelSpecs, FewItemsTakeTheTilesThatAskForTheirSplitInTheFirstCopy) {
   EXPECT_NE(std::find(all.begin(), all.end(), at(80, 150)), all.end());
 }
 
+TEST(KernelSpecs, KAndVApartWhereFirstTilesOrASecondCtaPerSmAreWhatItemsWaitFor) {
+  Shape s;  // bf16, contiguous, D = 128, 132 SMs
+  s.h_q = 12;
+  s.h_kv = 1;
+  auto at = [&](int batch, int seqlen_k, int splits = 1, int margin = 0) {
+    s.batch = batch;
+    s.seqlen_k = seqlen_k;
+    return spec_for(s, Decision{splits, true, margin}, 132);
+  };
+  auto apart = [&](int batch, int seqlen_k, int splits = 1, int margin = 0) {
+    const KernelSpec k = at(batch, seqlen_k, splits, margin);
+    EXPECT_EQ(k.kv_apart, k.name().find("_kva") != std::string::npos) << k.name();
+    return k.kv_apart;
+  };
+  // One to one and a half items per SM, whatever the split's length (the dense tiles).
+  EXPECT_TRUE(apart(150, 216));
+  EXPECT_EQ(at(150, 216).min_ctas_per_sm, 3);
+  EXPECT_TRUE(apart(140, 3852));
+  EXPECT_TRUE(apart(198, 3852));
+  EXPECT_FALSE(apart(199, 3852));  // past one and a half per SM over long splits
+  EXPECT_FALSE(apart(256, 3677));
+  EXPECT_TRUE(apart(6, 10608, 24));  // through the splits: 144 items of 512 keys
+  // Splits of at most two 64-key tiles, on any number of items.
+  EXPECT_TRUE(apart(113, 128));
+  EXPECT_TRUE(apart(256, 64));
+  EXPECT_TRUE(apart(1024, 128));
+  EXPECT_FALSE(apart(1024, 129));  // two blocks: the two-warp tiles of many items
+  EXPECT_FALSE(apart(113, 222));   // a lone CTA streaming four tiles
+  EXPECT_FALSE(apart(96, 4200));
+  EXPECT_FALSE(apart(150, 216, 1, 8));  // an SM margin: not measured
+  // Other tiles keep one copy group per tile: 128-key tiles of few items, fp8, paged, D = 64.
+  EXPECT_FALSE(apart(40, 100));
+  EXPECT_EQ(at(40, 100).block_n, 128);
+  s.dtype = Dtype::fp8;
+  EXPECT_FALSE(apart(150, 216));
+  s.dtype = Dtype::bf16;
+  s.page_size = 16;
+  EXPECT_FALSE(apart(150, 216));
+  s.page_size = 0;
+  s.head_dim = 64;
+  EXPECT_FALSE(apart(150, 100));
+}
+
 TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
   Shape s;  // cliff-8k: Hq=64, Hkv=8 packed (8 rows), 8K keys: 8 items per request and split
   s.seqlen_k = 8192;
@@ -330,15 +382,17 @@ TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
     EXPECT_EQ(k.min_ctas_per_sm, 1) << k.name();
   }
   // More items than SMs, up to three per SM: two stages, three CTAs per SM (32 KiB each).
-  const KernelSpec dense = at(17, 1);  // 136 items
+  const KernelSpec dense = at(33, 1);  // 264 items
   EXPECT_EQ(dense.min_ctas_per_sm, 3);
   EXPECT_EQ(dense.stages, 2);
   EXPECT_EQ(dense.block_n, 64);
   EXPECT_LE(dense.max_registers(), 168);
   EXPECT_LE(3 * (dense.smem_bytes() + 1024), 228 * 1024);
-  EXPECT_EQ(at(33, 1), dense);  // 264
   EXPECT_EQ(at(49, 1), dense);  // 392 <= 396
   EXPECT_EQ(at(17, 2), dense);  // 272 through the splits
+  KernelSpec apart = dense;  // up to one and a half items per SM: K and V apart
+  apart.kv_apart = true;
+  EXPECT_EQ(at(17, 1), apart);  // 136
   s.dtype = Dtype::fp8;  // an fp8 cache past two items per SM, in its own (one-byte) tiles
   const KernelSpec dense8 = at(34, 1);  // 272 items
   EXPECT_TRUE(dense8.fp8_kv);

@@ -104,6 +104,19 @@ std::vector<SweepCase> sweep_cases() {
   add("few", S().b(20).lq(4).heads(8, 2).lk(170), dec(1));  // 16 rows of 4 tokens
   add("few", S().fp16().b(20).heads(16, 4).lk(140), dec(1));
   add("few", S().b(10).heads(16, 2).lk(1000), dec(3));  // three blocks a split: 128-key tiles
+  // K and V apart (kv_apart_pays, on 132 SMs): splits of at most two 64-key tiles, and one to
+  // one and a half items per SM; mixed lengths, Lq > 1, fp16, a strided grid, split calls.
+  add("kvapart", S().b(150).heads(12, 1).lk(216), dec(1));  // 150 items: the dense tiles
+  add("kvapart", S().b(113).heads(3, 1).lk(128), dec(1));   // one split of two tiles
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 140; ++i) lens.push_back(1 + (i * 389) % 700);
+    add("kvapart", S().b(140).heads(8, 1).lk(700), dec(1), lens);
+  }
+  add("kvapart", S().b(70).lq(4).heads(8, 2).lk(300), dec(1));  // 16 rows of 4 tokens
+  add("kvapart", S().fp16().b(256).heads(8, 1).lk(64), dec(1));
+  add("kvapart", S().b(61).heads(32, 8).lk(125), dec(1));  // 488 items on a persistent grid
+  add("kvapart", S().b(1).heads(24, 8).lk(10608), dec(24));  // 192 items through the splits
   // Long packed groups (kernel_spec.cpp, long_group_spec): every tiling, each dtype and KV
   // layout, mixed lengths and Lq > 1.
   add("long", S().b(77).heads(71, 1).d(64).lk(1500), dec(1));        // m32n128, D = 64

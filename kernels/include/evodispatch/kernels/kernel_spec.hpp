@@ -32,6 +32,9 @@ struct KernelSpec {
   int warps_n = 4;         // warps along the keys of a tile (each its own online softmax)
   int stages = 3;          // K/V tiles in flight (cp.async pipeline depth)
   int min_ctas_per_sm = 1; // __launch_bounds__ minimum: registers are capped so this many fit an SM
+  // K and V of each tile in copy groups of their own, waited for one after the other: Q K^T
+  // and the softmax run while V lands, for a second barrier per tile (spec_for's rule).
+  bool kv_apart = false;
 
   int warps() const;
   int threads() const;
@@ -43,8 +46,8 @@ struct KernelSpec {
   // The registers per thread ptxas may use: 255, or less where min_ctas_per_sm asks.
   int max_registers() const;
 
-  // e.g. "decode_d128_bf16_contig_m16n128_w1x4_s3", "decode_d128_bf16_fp8kv_paged_...",
-  // "combine_d128_bf16".
+  // e.g. "decode_d128_bf16_contig_m16n128_w1x4_s3", "decode_d128_bf16_contig_m16n64_w1x4_s2_o3_kva",
+  // "decode_d128_bf16_fp8kv_paged_...", "combine_d128_bf16".
   std::string name() const;
   // The template instantiation, as NVRTC's name expression (and lowered-name lookup) wants it.
   std::string kernel_expression() const;
@@ -87,8 +90,9 @@ inline constexpr double kFastDramBytesPerS = 4.0e12;
 KernelSpec combine_spec_for(const Shape&);
 
 // `decode` with the tiling of `tiling`, "m<block_m>n<block_n>w<warps_m>x<warps_n>s<stages>"
-// with an optional "o<min_ctas_per_sm>" (as in the variant names): how a kernel developer
-// measures a tiling spec_for would not choose (EVODISPATCH_DECODE_TILING, measuring.md).
+// with an optional "o<min_ctas_per_sm>" (as in the variant names) and an optional final "a"
+// for K and V apart (kv_apart): how a kernel developer measures a tiling spec_for would not
+// choose (EVODISPATCH_DECODE_TILING, measuring.md).
 // Throws InputError naming the part that does not parse or spec_error's reason.
 KernelSpec with_tiling(KernelSpec decode, std::string_view tiling);
 
