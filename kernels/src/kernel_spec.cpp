@@ -592,9 +592,9 @@ KernelSpec few_items_d128_spec(const Shape& shape, const Decision& d, std::int64
   return decode_spec(shape, 16, wide);
 }
 
-KernelSpec tiling_for(const Shape& shape, const Decision& decision, int num_sms, double mem_bw_bytes_per_s) {
-  const Decision d = resolve(decision, shape);
-  const WorkDecomposition rows16 = decompose_work(shape, d, 16);
+// `d` resolved; `rows16` its work in 16-row items.
+KernelSpec tiling_for(const Shape& shape, const Decision& d, const WorkDecomposition& rows16, int num_sms,
+                      double mem_bw_bytes_per_s) {
   const std::int64_t sms = std::max(1, num_sms - d.sm_margin);
   // Tiling the rows by 16 re-reads the KV of a group once per tile (through L2): worth it
   // only while it buys parallelism, i.e. while the 16-row items fit one wave.
@@ -685,17 +685,18 @@ KernelSpec tiling_for(const Shape& shape, const Decision& decision, int num_sms,
 // of those two classes (bench/gpu/kv-apart-fresh.json) 0.986 (0.942-1.014; B=35 Lk=698 Hq=24
 // Hkv=4, 140 items, 16.86 us instead of 17.91), B=150 Lk=216 Hq=12 Hkv=1 9.36 instead of 9.59,
 // B=256 Lk=64 Hq=8 Hkv=1 6.21 instead of 6.45.
-bool kv_apart_pays(const KernelSpec& s, const Shape& shape, const Decision& d, int num_sms) {
+bool kv_apart_pays(const KernelSpec& s, const Shape& shape, const Decision& d, std::int64_t items, int num_sms) {
   if (s.head_dim != 128 || s.fp8_kv || s.paged || d.sm_margin > 0) return false;
   if (s.block_n != 64 || s.warps_m != 1 || s.warps_n != 4 || s.stages > 3) return false;
-  const std::int64_t items = decompose_work(shape, d, 16).items;
   return split_keys(shape, d) <= 2 * s.block_n || (items > num_sms && 2 * items <= 3 * std::int64_t{num_sms});
 }
 
 KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num_sms, double mem_bw_bytes_per_s) {
   check_supported(shape);
-  KernelSpec s = tiling_for(shape, decision, num_sms, mem_bw_bytes_per_s);
-  s.kv_apart = kv_apart_pays(s, shape, resolve(decision, shape), num_sms);
+  const Decision d = resolve(decision, shape);
+  const WorkDecomposition rows16 = decompose_work(shape, d, 16);
+  KernelSpec s = tiling_for(shape, d, rows16, num_sms, mem_bw_bytes_per_s);
+  s.kv_apart = kv_apart_pays(s, shape, d, rows16.items, num_sms);
   return s;
 }
 
