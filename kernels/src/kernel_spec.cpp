@@ -327,7 +327,8 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
   return decode_spec(shape, 64, false);
 }
 
-// Head dim 64 with more 16-row items than SMs, a contiguous cache and no margin. The 128-row
+// Head dim 64 with more 16-row items than SMs, no margin (a paged cache up to three per SM,
+// where d64_16bit_spec gives the contiguous one two-warp tiles). The 128-row
 // three-stage tiles fit two CTAs per SM; 64-row tiles fit more, and that is what
 // such grids need (bench/gpu/d64-shapes.json under every tiling on an H100,
 // docs/performance.md "Head dim 64"):
@@ -392,12 +393,22 @@ bool rounds_fill(std::int64_t items, std::int64_t sms, const KernelSpec& k, int 
 // split (cuDNN 28.8), B=160 Lk=800 49.8 instead of 54.4, B=100 Lk=200 (400) 12.3 instead of
 // 13.3; at most 1% slower on 480-500 items over 800 keys.
 bool two_warp_rows_band(std::int64_t items, std::int64_t sms) { return items > 3 * sms && items < 5 * sms; }
+// Up to three items per SM over a contiguous cache, the two-warp tiles in three stages (four
+// CTAs per SM by shared memory) too: each warp scores 32 keys of a tile where the four-warp
+// ones score 16, and merges one other key slice instead of three. On an H200 (every tiling
+// forced on bench/gpu/d64-fresh.json, then an A/B against the four-warp tiles on 28 fresh
+// shapes, docs/performance.md "On an H200 (fortieth session)"): bench/gpu/d64-band-fresh.json
+// 0.990 of the time (0.919-1.005; B=66 Lk=646 Hq=16 Hkv=4 14.55 us instead of 15.84,
+// B=33 Lk=3176 Hq=32 Hkv=8 52.65 instead of 54.94), d64-mid.json's 16-bit half 0.993 (B=70
+// Lk=800 Hq=64 Hkv=4 18.70 instead of 20.18); caches of gigabytes within 0.5%. A paged cache
+// keeps the four-warp tiles (not measured there).
 
 KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split, bool paged) {
   const KernelSpec eleven = one_warp_spec(64, dtype, false, 2, paged), eight = one_warp_spec(64, dtype, false, 3, paged);
   if (items >= 5 * sms && rounds_fill(items, sms, eleven)) return eleven;
   if (items > eleven.min_ctas_per_sm * sms && rounds_fill(items, sms, eight, 4)) return eight;
   if (two_warp_rows_band(items, sms)) return two_warp_rows_spec(dtype, 2, false, paged);
+  if (!paged && items <= 3 * sms) return two_warp_rows_spec(dtype, 3);  // above
   return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms, paged);
 }
 
@@ -789,7 +800,7 @@ std::vector<KernelSpec> all_kernel_specs() {
                                  two_warp_rows_spec(dt, 2, false, paged), one_warp_spec(d, dt, false, 2, paged),
                                  one_warp_spec(d, dt, false, 3, paged)})
               out.push_back(k);
-            // long packed groups (long_group_spec)
+            // long packed groups (long_group_spec); contiguous, d64_16bit_spec's up to three items per SM
             out.push_back(paged ? wide_group_spec(dt) : two_warp_rows_spec(dt, 3));
           }
           if (d == 256) continue;

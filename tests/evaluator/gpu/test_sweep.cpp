@@ -169,13 +169,20 @@ std::vector<SweepCase> sweep_cases() {
   add("d128many", S().fp8().b(60).heads(64, 8).lk(100), dec(1));                   // 480: four
   add("d128many", S().fp8(Dtype::fp16).b(150).heads(40, 8).lk(64), dec(1), {}, true);  // 1200: ten
   add("d128many", S().fp8().b(50).lq(2).heads(32, 8).lk(97), dec(1));             // 400: four
-  // Head dim 64 with more items than SMs (many_items_d64_spec): 64-row three-stage tiles,
-  // three-CTA ones, fp8 in four stages; mixed lengths, Lq > 1.
+  // Head dim 64 with more items than SMs (d64_16bit_spec, many_items_d64_spec): two-warp
+  // three-stage tiles up to three per SM (contiguous), 64-row three-stage and three-CTA ones
+  // (paged), fp8 in four stages; mixed lengths, Lq > 1.
   add("d64many", S().b(40).heads(32, 8).d(64).lk(1000), dec(1));         // 320 items: three CTAs
   add("d64many", S().fp16().b(20).heads(32, 8).d(64).lk(1000), dec(1));  // 160: three stages
   add("d64many", S().b(40).heads(32, 8).d(64).lk(200), dec(1));          // two blocks: three stages
   add("d64many", S().b(13).lq(4).heads(32, 8).d(64).lk(4099), dec(16), mixed);
   add("d64many", S().fp8().b(40).heads(32, 8).d(64).lk(1000), dec(1));
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 30; ++i) lens.push_back(2 + (i * 613) % 2000);
+    add("d64many", S().fp16().b(30).lq(2).heads(32, 8).d(64).lk(2000), dec(1), lens);  // 240: two-warp, three stages
+  }
+  add("d64many", S().b(25).heads(32, 8).d(64).lk(1000).page(16), dec(1));  // 200 paged: four warps
   add("d64many", S().fp8(Dtype::fp16).b(13).heads(32, 8).d(64).lk(4099), dec(3), mixed, true);
   // fp8 over one or two blocks past two items per SM: two-warp tiles, six or four per SM.
   add("d64many", S().fp8().b(40).heads(32, 8).d(64).lk(97), dec(1));              // 320, one block
