@@ -537,6 +537,28 @@ KernelSpec many_items_fp8_d256_spec(Dtype dtype, std::int64_t items, std::int64_
   return s;
 }
 
+// A 16-bit cache at D = 256 (contiguous, no margin) with more items than SMs: 16-row tiles
+// of two warps over 32-key K/V tiles, two CTAs per SM in three stages up to two items per
+// SM, three in two stages beyond. The four-warp 64-key tiles (192 KiB of stages) hold one
+// CTA per SM, so a second item per SM waited for the first's end. Past three items per SM
+// over splits of more than 768 keys the four-warp tiles stay: there the two-warp ones were
+// 0.5-2.4% slower (B=50 Lk=1922 Hq=8 Hkv=8 over 2 splits, 800 items of 1024 keys, 190.6 us
+// against 186.1), and 2.4% faster over 600 keys (B=41 Lk=600 Hq=16 Hkv=16). On an H200
+// (docs/performance.md "On an H200 (fortieth session)"), every tiling forced on 35 fresh
+// Gemma shapes (bench/gpu/d256-fresh.json): B=19 Lk=203 Hq=8 Hkv=8 (152 items) 13.05 us in
+// the twos instead of 17.57, B=200 Lk=118 Hq=2 Hkv=1 10.67 instead of 14.01, B=19 Lk=593
+// Hq=16 Hkv=16 (304) 47.74 in the threes instead of 54.95, B=136 Lk=72 Hq=8 Hkv=8 (1088)
+// 31.01 instead of 45.63; then 30 other fresh ones (bench/gpu/d256-many-fresh.json).
+KernelSpec many_items_d256_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int keys_per_split) {
+  KernelSpec s = decode_spec(256, dtype, false, false, 16, false);
+  if (items > 3 * sms && keys_per_split > 768) return s;
+  s.block_n = 32;
+  s.warps_n = 2;
+  s.stages = items <= 2 * sms ? 3 : 2;
+  s.min_ctas_per_sm = items <= 2 * sms ? 2 : 3;
+  return s;
+}
+
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, bool pack_gqa) {
@@ -621,7 +643,7 @@ KernelSpec tiling_for(const Shape& shape, const Decision& d, const WorkDecomposi
   // (README, "Bytes in flight"). So the biggest tiles only while at most half the SMs have a
   // CTA, and the smallest once there are more CTAs than SMs, up to the three per SM the
   // dense variant holds. (At D = 128; a paged cache from two items per SM, below. D = 64 has
-  // its own rule below, and D = 256 one tiling, two with fp8.)
+  // its own rule below, and D = 256 its own past one item per SM.)
   //
   // With an SM margin the grid holds one CTA per usable SM (grid_ctas_per_sm, plan.hpp), so
   // the bytes in flight are those of min(items, SMs - margin) CTAs: the 128-row tiles while
@@ -683,6 +705,8 @@ KernelSpec tiling_for(const Shape& shape, const Decision& d, const WorkDecomposi
   const bool dense = (stacked || (paged && !fp8)) && shape.head_dim == 128 && items > dense_from && items <= 3 * sms;
   if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && stacked && items > sms)
     return many_items_fp8_d256_spec(query_dtype(shape), items, sms);
+  if (shape.head_dim == 256 && stacked && items > sms)
+    return many_items_d256_spec(query_dtype(shape), items, sms, split_keys(shape, d));
   return decode_spec(shape, 16, few, dense);
 }
 
@@ -785,8 +809,9 @@ std::vector<KernelSpec> all_kernel_specs() {
             if (fp8)
               for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
           }
-          if (d == 256 && !paged && fp8)
-            for (std::int64_t items : {2, 3}) out.push_back(many_items_fp8_d256_spec(dt, items, 1));
+          if (d == 256 && !paged)
+            for (std::int64_t items : {2, 3})
+              out.push_back(fp8 ? many_items_fp8_d256_spec(dt, items, 1) : many_items_d256_spec(dt, items, 1, 0));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
           if (d == 64 && fp8) {  // fp8_d64_spec: paged caches from three items per SM, no one-warp fourteens
             for (int items : {1, 2, 3})

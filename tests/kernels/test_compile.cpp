@@ -103,11 +103,11 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 98 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 100 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
-  // (two 16-bit, two fp8); D = 256's two fp8 tilings past one item per SM; fp8's one-warp
+  // (two 16-bit, two fp8); D = 256's two tilings past one item per SM (fp8 and 16-bit contiguous); fp8's one-warp
   // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged many-items
   // tilings (16-bit: two at D = 128, five at D = 64; fp8: two at D = 128, three at D = 64);
   // a combine per D; fp8's four-stage 128-row tiles at D = 128 for a fast DRAM (contiguous
@@ -115,7 +115,7 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // tiles at D = 128, the paged 16-bit 128-row tiles of long groups at D = 64 and the
   // contiguous 16-bit four-stage 64-row tiles at D = 128, and the contiguous 16-bit 64-row
   // tiles of four warps at D = 128 (three stages, and the three-CTA two) with K and V apart.
-  EXPECT_EQ(all_kernel_specs().size(), 196u);
+  EXPECT_EQ(all_kernel_specs().size(), 200u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -564,6 +564,43 @@ TEST(KernelSpecs, AFastDramKeepsMoreFp8BytesInFlightUpToOneItemPerSm) {
     EXPECT_EQ(plan(s, Decision{4, true, 0}, h200).smem_bytes_per_cta, fast.smem_bytes());
     EXPECT_EQ(plan(s, Decision{4, true, 0}, h100).smem_bytes_per_cta, three.smem_bytes());
   }
+}
+
+TEST(KernelSpecs, HeadDim256RunsManyItemsInTwoWarpTiles) {
+  // Gemma-2 9B at D = 256: Hq=16, Hkv=8, one item per request and KV head.
+  auto at = [](int batch, int seqlen_k, int splits, Dtype dtype = Dtype::bf16, int page = 0, int margin = 0) {
+    Shape s{batch, 1, seqlen_k, 16, 8, 256, dtype, page, true};
+    return spec_for(s, Decision{splits, true, margin}, 132);
+  };
+  auto tiling = [](const KernelSpec& k) {
+    return "n" + std::to_string(k.block_n) + "w" + std::to_string(k.warps_n) + "s" + std::to_string(k.stages) + "o" +
+           std::to_string(k.min_ctas_per_sm);
+  };
+  // Up to one item per SM: the four-warp 64-key tiles, one CTA per SM.
+  EXPECT_EQ(tiling(at(16, 4096, 1)), "n64w4s3o1");  // 128 items
+  EXPECT_EQ(tiling(at(4, 4096, 4)), "n64w4s3o1");
+  // Then two-warp 32-key tiles: two per SM in three stages up to two items per SM, three in
+  // two stages beyond, through splits too.
+  EXPECT_EQ(tiling(at(17, 4096, 1)), "n32w2s3o2");  // 136 items
+  EXPECT_EQ(tiling(at(33, 200, 1)), "n32w2s3o2");   // 264
+  EXPECT_EQ(tiling(at(34, 200, 1)), "n32w2s2o3");   // 272
+  EXPECT_EQ(tiling(at(12, 4096, 3)), "n32w2s2o3");  // 288 through the splits
+  EXPECT_EQ(tiling(at(49, 4096, 1)), "n32w2s2o3");  // 392, long splits: up to three per SM
+  // Past three per SM over splits of at most 768 keys only.
+  EXPECT_EQ(tiling(at(136, 72, 1)), "n32w2s2o3");  // 1088 items
+  EXPECT_EQ(tiling(at(50, 768, 1)), "n32w2s2o3");
+  EXPECT_EQ(tiling(at(50, 769, 1)), "n64w4s3o1");
+  EXPECT_EQ(tiling(at(50, 1922, 2)), "n64w4s3o1");  // 800 items of 1024 keys
+  // A paged cache, a margin and fp8 keep their own tiles.
+  EXPECT_EQ(tiling(at(34, 200, 1, Dtype::bf16, 16)), "n64w4s3o1");
+  EXPECT_EQ(tiling(at(34, 200, 1, Dtype::bf16, 0, 4)), "n64w4s3o1");
+  EXPECT_EQ(at(34, 200, 1, Dtype::fp8).fp8_kv, true);
+  EXPECT_EQ(tiling(at(34, 200, 1, Dtype::fp8)), "n32w2s2o4");
+  // Every one of them is a precompiled variant, in both query dtypes.
+  const auto specs = all_kernel_specs();
+  for (Dtype dt : {Dtype::bf16, Dtype::fp16})
+    for (const KernelSpec& k : {at(17, 4096, 1, dt), at(34, 200, 1, dt)})
+      EXPECT_NE(std::find(specs.begin(), specs.end(), k), specs.end()) << k.name();
 }
 
 TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {

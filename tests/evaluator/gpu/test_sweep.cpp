@@ -198,6 +198,13 @@ std::vector<SweepCase> sweep_cases() {
     for (int i = 0; i < 150; ++i) lens.push_back(1 + (i * 263) % 700);
     add("d64many", S().fp8(Dtype::fp16).b(150).lq(2).heads(32, 8).d(64).lk(700), dec(1), lens, true);  // 1200: sixteen
   }
+  // D = 256 over a 16-bit cache past one item per SM (many_items_d256_spec): two-warp 32-key
+  // tiles, two per SM in three stages or three in two; mixed lengths, Lq > 1, fp16, a
+  // persistent grid.
+  add("d256many", S().b(19).heads(8, 8).d(256).lk(203), dec(1));                 // 152 items: twos
+  add("d256many", S().fp16().b(40).lq(2).heads(16, 8).d(256).lk(700), dec(1));  // 320: threes
+  add("d256many", S().b(13).heads(16, 8).d(256).lk(4099), dec(3), mixed);        // 312 through the splits
+  add("d256many", S().b(136).heads(8, 8).d(256).lk(72), dec(1));                 // 1088 over 396 CTAs
   // D = 256 fp8 past two items per SM: two-warp tiles, four per SM; mixed lengths.
   add("d256many", S().fp8().b(13).heads(16, 8).d(256).lk(4099), dec(3), mixed, true);
   add("d256many", S().fp8().b(40).lq(2).heads(8, 8).d(256).lk(700), dec(1));
