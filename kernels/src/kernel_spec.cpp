@@ -327,8 +327,8 @@ KernelSpec long_group_spec(const Shape& shape, const Decision& d, int num_sms, s
   return decode_spec(shape, 64, false);
 }
 
-// Head dim 64 with more 16-row items than SMs, no margin (a paged cache up to three per SM,
-// where d64_16bit_spec gives the contiguous one two-warp tiles). The 128-row
+// Head dim 64 with more 16-row items than SMs, no margin (a paged cache up to three per SM
+// in three stages, where d64_16bit_spec gives the contiguous one two-warp tiles). The 128-row
 // three-stage tiles fit two CTAs per SM; 64-row tiles fit more, and that is what
 // such grids need (bench/gpu/d64-shapes.json under every tiling on an H100,
 // docs/performance.md "Head dim 64"):
@@ -400,15 +400,19 @@ bool two_warp_rows_band(std::int64_t items, std::int64_t sms) { return items > 3
 // shapes, docs/performance.md "On an H200 (fortieth session)"): bench/gpu/d64-band-fresh.json
 // 0.990 of the time (0.919-1.005; B=66 Lk=646 Hq=16 Hkv=4 14.55 us instead of 15.84,
 // B=33 Lk=3176 Hq=32 Hkv=8 52.65 instead of 54.94), d64-mid.json's 16-bit half 0.993 (B=70
-// Lk=800 Hq=64 Hkv=4 18.70 instead of 20.18); caches of gigabytes within 0.5%. A paged cache
-// keeps the four-warp tiles (not measured there).
+// Lk=800 Hq=64 Hkv=4 18.70 instead of 20.18); caches of gigabytes within 0.5%. Over pages
+// of 16 they were 0.2-2% slower than the four-warp tiles, so a paged cache keeps those, in
+// three stages: the three-CTA tiles, which it took from two items per SM over splits of
+// more than two blocks, were 1.3-10% slower there (B=66 Lk=646 Hq=16 Hkv=4, 264 items,
+// 16.60 us against 15.25; B=33 Lk=3176 Hq=32 Hkv=8 61.52 against 55.02;
+// bench/gpu/d64-band-paged.json under every tiling).
 
 KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int blocks_per_split, bool paged) {
   const KernelSpec eleven = one_warp_spec(64, dtype, false, 2, paged), eight = one_warp_spec(64, dtype, false, 3, paged);
   if (items >= 5 * sms && rounds_fill(items, sms, eleven)) return eleven;
   if (items > eleven.min_ctas_per_sm * sms && rounds_fill(items, sms, eight, 4)) return eight;
   if (two_warp_rows_band(items, sms)) return two_warp_rows_spec(dtype, 2, false, paged);
-  if (!paged && items <= 3 * sms) return two_warp_rows_spec(dtype, 3);  // above
+  if (items <= 3 * sms) return paged ? many_items_d64_spec(dtype, false, true) : two_warp_rows_spec(dtype, 3);  // above
   return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms, paged);
 }
 
@@ -537,7 +541,7 @@ KernelSpec many_items_fp8_d256_spec(Dtype dtype, std::int64_t items, std::int64_
   return s;
 }
 
-// A 16-bit cache at D = 256 (contiguous, no margin) with more items than SMs: 16-row tiles
+// A 16-bit cache at D = 256 (contiguous or paged, no margin) with more items than SMs: 16-row tiles
 // of two warps over 32-key K/V tiles, two CTAs per SM in three stages up to two items per
 // SM, three in two stages beyond. The four-warp 64-key tiles (192 KiB of stages) hold one
 // CTA per SM, so a second item per SM waited for the first's end. Past three items per SM
@@ -548,9 +552,11 @@ KernelSpec many_items_fp8_d256_spec(Dtype dtype, std::int64_t items, std::int64_
 // Gemma shapes (bench/gpu/d256-fresh.json): B=19 Lk=203 Hq=8 Hkv=8 (152 items) 13.05 us in
 // the twos instead of 17.57, B=200 Lk=118 Hq=2 Hkv=1 10.67 instead of 14.01, B=19 Lk=593
 // Hq=16 Hkv=16 (304) 47.74 in the threes instead of 54.95, B=136 Lk=72 Hq=8 Hkv=8 (1088)
-// 31.01 instead of 45.63; then 30 other fresh ones (bench/gpu/d256-many-fresh.json).
-KernelSpec many_items_d256_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int keys_per_split) {
-  KernelSpec s = decode_spec(256, dtype, false, false, 16, false);
+// 31.01 instead of 45.63; then 30 other fresh ones (bench/gpu/d256-many-fresh.json). Over
+// pages of 16 the same (bench/gpu/d256-paged-fresh.json): B=161 Lk=389 Hq=8 Hkv=1 22.66 us
+// instead of 30.78, B=41 Lk=600 Hq=16 Hkv=16 (656 items) 100.96 instead of 110.01.
+KernelSpec many_items_d256_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int keys_per_split, bool paged) {
+  KernelSpec s = decode_spec(256, dtype, false, paged, 16, false);
   if (items > 3 * sms && keys_per_split > 768) return s;
   s.block_n = 32;
   s.warps_n = 2;
@@ -705,8 +711,8 @@ KernelSpec tiling_for(const Shape& shape, const Decision& d, const WorkDecomposi
   const bool dense = (stacked || (paged && !fp8)) && shape.head_dim == 128 && items > dense_from && items <= 3 * sms;
   if (shape.head_dim == 256 && shape.dtype == Dtype::fp8 && stacked && items > sms)
     return many_items_fp8_d256_spec(query_dtype(shape), items, sms);
-  if (shape.head_dim == 256 && stacked && items > sms)
-    return many_items_d256_spec(query_dtype(shape), items, sms, split_keys(shape, d));
+  if (shape.head_dim == 256 && !fp8 && (stacked || paged) && items > sms)
+    return many_items_d256_spec(query_dtype(shape), items, sms, split_keys(shape, d), paged);
   return decode_spec(shape, 16, few, dense);
 }
 
@@ -809,9 +815,9 @@ std::vector<KernelSpec> all_kernel_specs() {
             if (fp8)
               for (int stages : {2, 3}) out.push_back(one_warp_spec(d, dt, true, stages));
           }
-          if (d == 256 && !paged)
+          if (d == 256 && (!paged || !fp8))
             for (std::int64_t items : {2, 3})
-              out.push_back(fp8 ? many_items_fp8_d256_spec(dt, items, 1) : many_items_d256_spec(dt, items, 1, 0));
+              out.push_back(fp8 ? many_items_fp8_d256_spec(dt, items, 1) : many_items_d256_spec(dt, items, 1, 0, paged));
           out.push_back(decode_spec(d, dt, fp8, paged, 64, false));
           if (d == 64 && fp8) {  // fp8_d64_spec: paged caches from three items per SM, no one-warp fourteens
             for (int items : {1, 2, 3})

@@ -103,19 +103,19 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
     EXPECT_TRUE(units.insert(cache_key(compile_unit(s, kArch))).second) << s.name();
     EXPECT_LE(s.smem_bytes(), 227 * 1024) << s.name();
   }
-  // 100 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
+  // 102 per query dtype: per KV type (16-bit, fp8) and layout, m16 and m64 at every D, the
   // 128-row-tile m16 at D = 128 and the three long-group tilings at D = 64 and 128; the
   // contiguous three-CTA variant at D = 128 and its two-warp four- and six-CTA ones; D = 64's
   // contiguous tilings by items per SM (two 16-bit, three fp8) and two-warp 16-row tilings
-  // (two 16-bit, two fp8); D = 256's two tilings past one item per SM (fp8 and 16-bit contiguous); fp8's one-warp
-  // tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged many-items
+  // (two 16-bit, two fp8); D = 256's two tilings past one item per SM (fp8 contiguous,
+  // 16-bit in either layout); fp8's one-warp tilings at D = 64 and 128 and 16-bit's at D = 64 (two each); the paged many-items
   // tilings (16-bit: two at D = 128, five at D = 64; fp8: two at D = 128, three at D = 64);
   // a combine per D; fp8's four-stage 128-row tiles at D = 128 for a fast DRAM (contiguous
   // and paged), the paged fp8 one-warp sixteens at D = 64, the paged 16-bit three-CTA
   // tiles at D = 128, the paged 16-bit 128-row tiles of long groups at D = 64 and the
   // contiguous 16-bit four-stage 64-row tiles at D = 128, and the contiguous 16-bit 64-row
   // tiles of four warps at D = 128 (three stages, and the three-CTA two) with K and V apart.
-  EXPECT_EQ(all_kernel_specs().size(), 200u);
+  EXPECT_EQ(all_kernel_specs().size(), 204u);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -591,15 +591,16 @@ TEST(KernelSpecs, HeadDim256RunsManyItemsInTwoWarpTiles) {
   EXPECT_EQ(tiling(at(50, 768, 1)), "n32w2s2o3");
   EXPECT_EQ(tiling(at(50, 769, 1)), "n64w4s3o1");
   EXPECT_EQ(tiling(at(50, 1922, 2)), "n64w4s3o1");  // 800 items of 1024 keys
-  // A paged cache, a margin and fp8 keep their own tiles.
-  EXPECT_EQ(tiling(at(34, 200, 1, Dtype::bf16, 16)), "n64w4s3o1");
+  // A paged cache the same; a margin and fp8 keep their own tiles.
+  EXPECT_EQ(tiling(at(34, 200, 1, Dtype::bf16, 16)), "n32w2s2o3");
+  EXPECT_EQ(tiling(at(17, 4096, 1, Dtype::bf16, 1)), "n32w2s3o2");
   EXPECT_EQ(tiling(at(34, 200, 1, Dtype::bf16, 0, 4)), "n64w4s3o1");
   EXPECT_EQ(at(34, 200, 1, Dtype::fp8).fp8_kv, true);
   EXPECT_EQ(tiling(at(34, 200, 1, Dtype::fp8)), "n32w2s2o4");
   // Every one of them is a precompiled variant, in both query dtypes.
   const auto specs = all_kernel_specs();
   for (Dtype dt : {Dtype::bf16, Dtype::fp16})
-    for (const KernelSpec& k : {at(17, 4096, 1, dt), at(34, 200, 1, dt)})
+    for (const KernelSpec& k : {at(17, 4096, 1, dt), at(34, 200, 1, dt), at(17, 4096, 1, dt, 16), at(34, 200, 1, dt, 16)})
       EXPECT_NE(std::find(specs.begin(), specs.end(), k), specs.end()) << k.name();
 }
 
@@ -645,13 +646,12 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
     EXPECT_EQ(paged, as_paged(contiguous)) << paged.name();
     EXPECT_NE(std::find(specs.begin(), specs.end(), paged), specs.end()) << paged.name();
   }
-  // Up to three items per SM a paged cache keeps the four-warp tiles (the two-warp ones were
-  // measured on contiguous caches only): three stages, and from two items per SM over splits
-  // of more than two blocks the three-CTA tiles.
-  for (const auto& [k, want] : {std::pair{at(25, 16384, 1, Dtype::bf16, 16), "n64s3o1"},
-                                 {at(49, 16384, 1, Dtype::bf16, 16), "n64s2o3"}, {at(49, 256, 1, Dtype::bf16, 16), "n64s3o1"}}) {
-    EXPECT_EQ(tiling(k), want) << k.name();
+  // Up to three items per SM a paged cache keeps the four-warp tiles in three stages, long
+  // splits from two items per SM too.
+  for (const KernelSpec& k : {at(25, 16384, 1, Dtype::bf16, 16), at(49, 16384, 1, Dtype::bf16, 16), at(49, 256, 1, Dtype::bf16, 16)}) {
+    EXPECT_EQ(tiling(k), "n64s3o1") << k.name();
     EXPECT_EQ(k.warps(), 4) << k.name();
+    EXPECT_TRUE(k.paged) << k.name();
   }
   EXPECT_EQ(tiling(at(24, 16384, 1, Dtype::bf16, 16)), "n128s3o1");  // 192 items
   EXPECT_EQ(tiling(at(24, 16384, 1)), "n64s3o1");

@@ -205,6 +205,8 @@ std::vector<SweepCase> sweep_cases() {
   add("d256many", S().fp16().b(40).lq(2).heads(16, 8).d(256).lk(700), dec(1));  // 320: threes
   add("d256many", S().b(13).heads(16, 8).d(256).lk(4099), dec(3), mixed);        // 312 through the splits
   add("d256many", S().b(136).heads(8, 8).d(256).lk(72), dec(1));                 // 1088 over 396 CTAs
+  add("d256many", S().b(52).heads(4, 4).d(256).lk(71).page(16), dec(1));         // paged, 208: twos
+  add("d256many", S().fp16().b(40).heads(8, 4).d(256).lk(700).page(3), dec(2));  // paged, 320: threes
   // D = 256 fp8 past two items per SM: two-warp tiles, four per SM; mixed lengths.
   add("d256many", S().fp8().b(13).heads(16, 8).d(256).lk(4099), dec(3), mixed, true);
   add("d256many", S().fp8().b(40).lq(2).heads(8, 8).d(256).lk(700), dec(1));
