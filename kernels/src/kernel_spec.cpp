@@ -474,17 +474,22 @@ KernelSpec fp8_d64_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int b
 }
 
 // D = 128 (no margin; contiguous, or paged 16-bit) past three items per SM, splits of more than one block
-// (any split over an fp8 cache or a paged one): 16-row tiles of two warps over 32-key K/V tiles (64
+// (any split over an fp8 cache, a paged one or a fast DRAM): 16-row tiles of two warps over 32-key K/V tiles (64
 // threads, at most 168 registers), six CTAs per SM in two stages or four in three. More CTAs
 // per SM hide each one's wait for its first tile, most of a short split, and two stages keep
 // the bytes in flight of six CTAs near the four-warp variant's two (bench/gpu/many-items.json
 // on an H100, against the 64-row four-warp tiles this replaced): B=211 Lk=159 Hq=32 Hkv=2
 // 18.1 us instead of 21.0, B=150 Lk=200 Hq=24 Hkv=8 48.5 instead of 51.0, B=64 Lk=8192 Hq=64
 // Hkv=8 687.6 instead of 698.8; an fp8 cache 13.4 instead of 17.8 and 34.9 instead of 41.3
-// (B=107 Lk=325 Hq=16 Hkv=8). Splits of one block keep the four-warp tiles over a contiguous 16-bit cache (B=200
-// Lk=100 Hq=64 Hkv=8: 43.8 us against 40.2), not over an fp8 cache, whose block is half the
-// bytes: the same shape 34.3 us in fours against 39.8, B=150 Lk=64 Hq=40 Hkv=8 17.5 in sixes
-// against 26.9 (bench/gpu/fp8-short.json). Six per SM unless the items leave a last wave
+// (B=107 Lk=325 Hq=16 Hkv=8). On an H100, splits of one block kept the four-warp tiles over
+// a contiguous 16-bit cache (B=200 Lk=100 Hq=64 Hkv=8: 43.8 us in fours against 40.2), not
+// over an fp8 cache, whose block is half the bytes: the same shape 34.3 us in fours against
+// 39.8, B=150 Lk=64 Hq=40 Hkv=8 17.5 in sixes against 26.9 (bench/gpu/fp8-short.json). On an
+// H200 (a fast DRAM) the sixes won there over a 16-bit cache too, every tiling forced on
+// bench/gpu/d128-many-fresh.json (docs/performance.md "On an H200 (fortieth session)"):
+// B=171 Lk=76 Hq=64 Hkv=4 (684 items) 12.73 us instead of 17.51, B=189 Lk=75 Hq=40 Hkv=8
+// (1512) 22.16 instead of 30.07, B=253 Lk=128 Hq=10 Hkv=2 12.41 instead of 14.35; fours
+// between the two. Six per SM unless the items leave a last wave
 // emptier than fours would (more padded slots): B=107 Lk=325 Hq=16 Hkv=8, 856 items, runs
 // 792 + 64 in sixes (60.3 us), 528 + 328 in fours (55.7; was 57.6). (An fp8 cache's
 // three-stage CTAs fit five per SM by registers; the rule counts four, which is what its
@@ -684,15 +689,16 @@ KernelSpec tiling_for(const Shape& shape, const Decision& d, const WorkDecomposi
   // 2-4% slower (B=25 Lk=683 Hq=128 Hkv=8 18.9 us against 18.3).
   if (shape.head_dim == 64 && !fp8 && (stacked ? items > sms : paged && 2 * items > 3 * sms))
     return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d), paged);
-  if (shape.head_dim == 128 && !margin && items > 3 * sms && (blocks_per_split(shape, d) > 1 || fp8 || paged))
+  const bool fast_dram = mem_bw_bytes_per_s >= kFastDramBytesPerS;
+  if (shape.head_dim == 128 && !margin && items > 3 * sms && (blocks_per_split(shape, d) > 1 || fp8 || paged || fast_dram))
     return many_items_d128_spec(query_dtype(shape), fp8, items, sms, paged);
   if (!fp8 && stacked && shape.head_dim == 128 && 4 * items <= 3 * sms)
-    return few_items_d128_spec(shape, d, items, num_sms, mem_bw_bytes_per_s >= kFastDramBytesPerS);
+    return few_items_d128_spec(shape, d, items, num_sms, fast_dram);
   // An fp8 cache stages half the bytes per tile: its 128-row tiles carry what a 16-bit 64-row
   // one does, and win up to one item per SM (B=1 Lk=131072 Hkv=8 over 16 splits: 95.6 us
   // instead of 99.3; B=32 Lk=8192 Hkv=8, 256 items: 188.8 instead of 180.4).
   const bool few = fp8 && !margin ? items <= sms : 2 * std::min(items, sms) <= num_sms;
-  if (few && fp8 && !margin && shape.head_dim == 128 && mem_bw_bytes_per_s >= kFastDramBytesPerS)
+  if (few && fp8 && !margin && shape.head_dim == 128 && fast_dram)
     return fp8_latency_spec(query_dtype(shape), paged);
   // An fp8 cache takes the three-CTA variant too since its queries run the fp16 MMA (one
   // conversion per pair; 167 registers, no spill), but only where the two-CTA

@@ -566,6 +566,31 @@ TEST(KernelSpecs, AFastDramKeepsMoreFp8BytesInFlightUpToOneItemPerSm) {
   }
 }
 
+TEST(KernelSpecs, AFastDramRunsSplitsOfOneBlockPastThreeItemsPerSmInTwoWarpTiles) {
+  DeviceInfo h100, h200;
+  h100.num_sms = h200.num_sms = 132;
+  h100.mem_bw_bytes_per_s = 3.35e12;
+  h200.mem_bw_bytes_per_s = 4.8e12;
+  auto at = [](int batch, int seqlen_k, const DeviceInfo& hw, int splits = 1) {
+    return spec_for(Shape{batch, 1, seqlen_k, 64, 4, 128}, Decision{splits, true, 0}, hw);
+  };
+  // B=171 Lk=76 Hq=64 Hkv=4: 684 items of one block. On an H200 the sixes; on an H100 (and a
+  // device that gives no bandwidth) the four-warp 64-key tiles stay.
+  const KernelSpec six = at(171, 76, h200);
+  EXPECT_EQ(six.warps(), 2);
+  EXPECT_EQ(six.block_n, 32);
+  EXPECT_EQ(six.min_ctas_per_sm, 6);
+  EXPECT_EQ(at(171, 76, h100).warps(), 4);
+  EXPECT_EQ(spec_for(Shape{171, 1, 76, 64, 4, 128}, Decision{1, true, 0}, 132), at(171, 76, h100));
+  // Splits of two blocks take the sixes on both; at most three items per SM neither does.
+  EXPECT_EQ(at(171, 200, h100), at(171, 200, h200));
+  EXPECT_EQ(at(171, 200, h200).warps(), 2);
+  EXPECT_EQ(at(99, 76, h200), at(99, 76, h100));  // 396 items
+  EXPECT_EQ(at(99, 76, h200).warps(), 4);
+  // Past six per SM, the sixes or the fours by the slots their last round pads.
+  EXPECT_EQ(at(378, 76, h200).min_ctas_per_sm, 6);  // 1512 items: 1584 slots either way
+}
+
 TEST(KernelSpecs, HeadDim256RunsManyItemsInTwoWarpTiles) {
   // Gemma-2 9B at D = 256: Hq=16, Hkv=8, one item per request and KV head.
   auto at = [](int batch, int seqlen_k, int splits, Dtype dtype = Dtype::bf16, int page = 0, int margin = 0) {

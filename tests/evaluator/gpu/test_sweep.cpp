@@ -115,7 +115,7 @@ std::vector<SweepCase> sweep_cases() {
   }
   add("kvapart", S().b(70).lq(4).heads(8, 2).lk(300), dec(1));  // 16 rows of 4 tokens
   add("kvapart", S().fp16().b(256).heads(8, 1).lk(64), dec(1));
-  add("kvapart", S().b(61).heads(32, 8).lk(125), dec(1));  // 488 items on a persistent grid
+  add("kvapart", S().b(61).heads(32, 8).lk(125), dec(1));  // 488 items: a persistent grid (a fast DRAM: the sixes)
   add("kvapart", S().b(1).heads(24, 8).lk(10608), dec(24));  // 192 items through the splits
   // Long packed groups (kernel_spec.cpp, long_group_spec): every tiling, each dtype and KV
   // layout, mixed lengths and Lq > 1.
@@ -155,6 +155,11 @@ std::vector<SweepCase> sweep_cases() {
   }
   add("d128many", S().b(52).lq(4).heads(32, 8).lk(500), dec(2));         // 832 through the splits: four
   add("d128many", S().fp16().b(211).heads(32, 2).lk(159), dec(1));       // 422, one block and a bit
+  {
+    std::vector<int> lens;  // splits of one block: the sixes on a fast DRAM
+    for (int i = 0; i < 150; ++i) lens.push_back(2 + (i * 37) % 127);
+    add("d128many", S().b(150).lq(2).heads(16, 4).lk(128), dec(1), lens);  // 600 items
+  }
   add("d128many", S().fp8(Dtype::fp16).b(80).heads(40, 8).lk(600), dec(1), {}, true);  // fp8, 640: six
   // fp8 from six items per SM: one-warp CTAs, ten per SM in two stages or seven in three
   // (on 132 SMs); mixed lengths, Lq > 1.
