@@ -15,7 +15,8 @@
 #   bash scripts/gpu-kernels.sh order      # that sample's fa3 times in its order and reversed: does one depend on the last?
 #   bash scripts/gpu-kernels.sh grid       # $GRID_WORKLOAD (bench/gpu/grid-shapes.json): the grid rule against the strided grid
 #   bash scripts/gpu-kernels.sh ab         # $AB_WORKLOAD ($AB_ROUNDS runs) under this build and $BASE_BIN, another
-#                                            build's evodispatch (absolute, or from the repository root), interleaved
+#                                            build's evodispatch (absolute, or from the repository root), interleaved;
+#                                            $AB_NEW_ENV / $AB_BASE_ENV (VAR=value ...) set one arm's environment
 #
 # Every other step measures the oracle's best decision per shape (splits $SPLITS, pack $PACK:
 # both) and times SDPA's cuDNN on the same shapes in the same run (bench/gpu/sdpa_compare.py). Writes
@@ -161,13 +162,18 @@ EOF
     ab)
       # Each arm's binary serves its own measurements (EVODISPATCH_WORKER_BINARY) and
       # remeasures, so neither reads the other's rows nor an earlier round's.
+      # AB_NEW_ENV / AB_BASE_ENV: VAR=value words for one arm (a forced knob); with either,
+      # BASE_BIN defaults to this build.
+      [ -n "${AB_NEW_ENV:-}${AB_BASE_ENV:-}" ] && BASE_BIN=${BASE_BIN:-$bin}
       [ -x "${BASE_BIN:-}" ] || { echo "gpu-kernels: ab needs BASE_BIN, an evodispatch binary of the build to compare with" >&2; exit 2; }
       [ -f "${AB_WORKLOAD:-}" ] || { echo "gpu-kernels: ab needs AB_WORKLOAD, a workload file" >&2; exit 2; }
       step "$AB_WORKLOAD: this build against $BASE_BIN, the oracle's best per shape, interleaved"
       for round in $(seq 1 "${AB_ROUNDS:-2}"); do
         for arm in new base; do
-          arm_bin=$bin; [ $arm = base ] && arm_bin=$(realpath "$BASE_BIN")
-          EVODISPATCH_WORKER_BINARY=$arm_bin "$arm_bin" bench --workload "$AB_WORKLOAD" --policy oracle \
+          arm_bin=$bin; arm_env=${AB_NEW_ENV:-}
+          [ $arm = base ] && arm_bin=$(realpath "$BASE_BIN") && arm_env=${AB_BASE_ENV:-}
+          # shellcheck disable=SC2086  # arm_env is VAR=value words
+          env $arm_env EVODISPATCH_WORKER_BINARY=$arm_bin "$arm_bin" bench --workload "$AB_WORKLOAD" --policy oracle \
             --oracle-splits "$splits" --oracle-pack "${PACK:-both}" --device cuda:0 --db "${db%.db}-ab-$arm.db" --remeasure \
             --json >"$out/ab-$arm-$round.json" 2>"$out/ab-$arm-$round.log" || status=1
         done
