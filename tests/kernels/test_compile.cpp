@@ -740,10 +740,16 @@ TEST(KernelSpecs, HeadDim64RunsManyItemsInSmallerTiles) {
 
 // Whatever spec_for picks for a decision is among the variants CI compiles: every head dim,
 // dtype and layout, one or several query tokens, over items per SM from a fraction to dozens,
-// split lengths of one block to many, with and without an SM margin.
+// split lengths of one block to many, with and without an SM margin, on an H100's DRAM and
+// on a fast one (an H200's, whose rules differ).
 TEST(KernelSpecs, EveryDecisionsVariantIsAmongTheCompiledOnes) {
   const auto all = all_kernel_specs();
   int checked = 0;
+  DeviceInfo h100, h200;
+  h100.num_sms = h200.num_sms = 132;
+  h100.mem_bw_bytes_per_s = 3.35e12;
+  h200.mem_bw_bytes_per_s = 4.8e12;
+  for (const DeviceInfo& hw : {h100, h200})
   for (int d : {64, 128, 256})
     for (Dtype dtype : {Dtype::bf16, Dtype::fp16, Dtype::fp8})
       for (Dtype q : {Dtype::bf16, Dtype::fp16}) {
@@ -756,15 +762,15 @@ TEST(KernelSpecs, EveryDecisionsVariantIsAmongTheCompiledOnes) {
                   for (int splits : {1, 2, 3, 8, 32})
                     for (int margin : {0, 4}) {
                       const Shape s{batch, seqlen_q, seqlen_k, hq, hkv, d, dtype, page, true, q};
-                      const KernelSpec k = spec_for(s, Decision{splits, true, margin}, 132);
+                      const KernelSpec k = spec_for(s, Decision{splits, true, margin}, hw);
                       ++checked;
                       ASSERT_NE(std::find(all.begin(), all.end(), k), all.end())
                           << k.name() << " for B=" << batch << " Lq=" << seqlen_q << " Lk=" << seqlen_k << " Hq=" << hq
                           << " Hkv=" << hkv << " D=" << d << " page " << page << " splits " << splits << " margin "
-                          << margin;
+                          << margin << " at " << hw.mem_bw_bytes_per_s / 1e12 << " TB/s";
                     }
       }
-  EXPECT_EQ(checked, 134400);
+  EXPECT_EQ(checked, 2 * 134400);
 }
 
 TEST(KernelSpecs, SpecForADecisionWeighsTheGrid) {
