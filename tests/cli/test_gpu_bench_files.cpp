@@ -1,7 +1,8 @@
 // bench/gpu without a GPU: every workload there loads, fp8_edge.py's fit (the `fp8-edge`
 // step of scripts/gpu-kernels.sh) recovers the fixed cost and streaming rate that a bench
 // output was made of, fp8_twins.py pairs each fp8 cache with its 16-bit twin,
-// fp8_sample.py draws fresh fp8 caches with their twins, and ab_times.py compares two builds.
+// fp8_sample.py draws fresh fp8 caches with their twins, band_sample.py fresh shapes in bands
+// of work items, and ab_times.py compares two builds.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -193,6 +194,69 @@ TEST_F(Fp8SampleScript, NamesTheLineThatIsNotAShapeAndTheFileWithNoneInRange) {
   r = sample(shape(2048, "fp8").dump() + "\n", "");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("decisions.jsonl: none of its 1 fp8 shapes"), std::string::npos) << r.err;
+}
+
+class BandSampleScript : public Fp8EdgeScript {
+ protected:
+  CommandResult sample(const std::string& jsonl, const std::string& args) {
+    std::ofstream(dir_ / "decisions.jsonl") << jsonl;
+    return run_command("python3 '" + (kBenchGpu / "band_sample.py").string() + "' '" +
+                       (dir_ / "decisions.jsonl").string() + "' " + args);
+  }
+};
+
+nlohmann::json model_shape(int batch, int seqlen_k, int h_q, int h_kv, int head_dim) {
+  return {{"batch", batch}, {"seqlen_q", 1}, {"seqlen_k", seqlen_k}, {"h_q", h_q}, {"h_kv", h_kv},
+          {"head_dim", head_dim}, {"dtype", "bf16"}, {"page_size", 0}, {"causal", true}, {"num_splits", 2}};
+}
+
+TEST_F(BandSampleScript, DrawsEachBandWithinTheFiltersReproducibly) {
+  // 16-row items at one split: batch x h_kv x ceil(rows / 16).
+  std::string jsonl;
+  for (int b = 10; b <= 60; b += 5) jsonl += model_shape(b, 1000, 32, 4, 128).dump() + "\n";  // 40-240 items
+  jsonl += model_shape(10, 1000, 32, 4, 128).dump() + "\n";    // a repeat: drawn once at most
+  jsonl += model_shape(20, 1000, 32, 4, 64).dump() + "\n";     // another head dim
+  jsonl += model_shape(20, 1000, 71, 1, 128).dump() + "\n";    // 71 rows, over --max-rows 16
+  jsonl += model_shape(50, 900000, 32, 4, 128).dump() + "\n";  // over --max-keys
+  jsonl += model_shape(45, 1000, 64, 4, 128).dump() + "\n";    // excluded below
+  const fs::path excluded = dir_ / "seen.json";
+  std::ofstream(excluded) << nlohmann::json{{"shapes", {model_shape(45, 1000, 64, 4, 128)}}}.dump();
+  const std::string args = "--head-dim 128 --bands 40-100,150-250 --per-band 2 --seed 5 --max-keys 100000 --page-size 16 "
+                           "--exclude '" + excluded.string() + "'";
+  const CommandResult r = sample(jsonl, args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto shapes = nlohmann::json::parse(r.out)["shapes"];
+  ASSERT_EQ(shapes.size(), 4u) << r.out;
+  int low = 0, high = 0, last = 0;
+  for (const auto& s : shapes) {
+    EXPECT_EQ(s["head_dim"], 128) << s;
+    EXPECT_EQ(s["h_q"], 32) << s;  // neither the 71-row group nor the excluded 64-head shape
+    EXPECT_EQ(s["seqlen_k"], 1000) << s;
+    EXPECT_EQ(s["page_size"], 16) << s;
+    EXPECT_EQ(s.count("num_splits"), 0u) << s;
+    const int items = s["batch"].get<int>() * 4;
+    EXPECT_GE(items, last) << "fewest items first";
+    last = items;
+    low += items >= 40 && items <= 100;
+    high += items >= 150 && items <= 250;
+  }
+  EXPECT_EQ(low, 2);
+  EXPECT_EQ(high, 2);
+  EXPECT_EQ(sample(jsonl, args).out, r.out);  // seeded
+  EXPECT_NE(sample(jsonl, "--head-dim 128 --bands 40-100,150-250 --per-band 2 --seed 6").out, r.out);
+}
+
+TEST_F(BandSampleScript, NamesTheBandThatDoesNotParseAndTheOneNothingFills) {
+  const std::string jsonl = model_shape(10, 1000, 32, 4, 128).dump() + "\n";
+  CommandResult r = sample(jsonl, "--head-dim 128 --bands 40-x");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--bands: \"40-x\" is not LOW-HIGH"), std::string::npos) << r.err;
+  r = sample(jsonl, "--head-dim 128 --bands 40-100,500-600");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("no shape of D = 128 in the band of 500-600 items"), std::string::npos) << r.err;
+  r = sample(jsonl + "{\"batch\": 4}\n", "--head-dim 128 --bands 40-100");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("decisions.jsonl:2: not a shape"), std::string::npos) << r.err;
 }
 
 }  // namespace
