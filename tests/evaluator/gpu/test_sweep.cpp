@@ -177,9 +177,10 @@ std::vector<SweepCase> sweep_cases() {
   // Head dim 64 with more items than SMs (d64_16bit_spec, many_items_d64_spec): two-warp
   // three-stage tiles up to three per SM (contiguous), 64-row three-stage and three-CTA ones
   // (paged), fp8 in four stages; mixed lengths, Lq > 1.
-  add("d64many", S().b(40).heads(32, 8).d(64).lk(1000), dec(1));         // 320 items: three CTAs
-  add("d64many", S().fp16().b(20).heads(32, 8).d(64).lk(1000), dec(1));  // 160: three stages
-  add("d64many", S().b(40).heads(32, 8).d(64).lk(200), dec(1));          // two blocks: three stages
+  add("d64many", S().b(40).heads(32, 8).d(64).lk(1000), dec(1));         // 320 items: two-warp
+  add("d64many", S().fp16().b(20).heads(32, 8).d(64).lk(1000), dec(1));  // 160: two-warp
+  add("d64many", S().b(40).heads(32, 8).d(64).lk(200), dec(1));          // two blocks: two-warp
+  add("d64many", S().b(188).heads(32, 8).d(64).lk(300), dec(1));  // 1504: three CTAs (no one-warp round fills)
   add("d64many", S().b(13).lq(4).heads(32, 8).d(64).lk(4099), dec(16), mixed);
   add("d64many", S().fp8().b(40).heads(32, 8).d(64).lk(1000), dec(1));
   {
