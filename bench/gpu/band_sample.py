@@ -2,7 +2,7 @@
 """Fresh shapes in bands of work items, to check a kernel rule on shapes it was not fitted
 to: from the shapes of a domain draw (`evodispatch decide --json` over it, one JSON object
 per line), each distinct shape once, those of --head-dim with at most --max-rows packed query
-rows per KV head, --max-keys keys and --max-gb of 16-bit cache, and not in any --exclude
+rows per KV head, --max-keys keys and --max-gb of K/V cache, and not in any --exclude
 workload; then --per-band of them at random (--seed) in each band of 16-row work items at
 one split (requests x KV heads x m tiles), as a workload on standard output, fewest items
 first.
@@ -20,6 +20,7 @@ import random
 import sys
 
 from fp8_sample import read_shapes
+from shapes import kv_bytes
 
 KEY_FIELDS = ("batch", "seqlen_q", "seqlen_k", "h_q", "h_kv", "head_dim", "dtype", "q_dtype")
 
@@ -34,10 +35,6 @@ def rows_per_group(shape):
 
 def items(shape):
     return shape["batch"] * shape["h_kv"] * -(-rows_per_group(shape) // 16)
-
-
-def cache_gb(shape):
-    return shape["batch"] * shape["seqlen_k"] * shape["h_kv"] * shape["head_dim"] * 2 * 2 / 1e9
 
 
 def parse_bands(text):
@@ -90,7 +87,7 @@ def main():
             continue
         if args.max_keys is not None and s["seqlen_k"] > args.max_keys:
             continue
-        if args.max_gb is not None and cache_gb(s) > args.max_gb:
+        if args.max_gb is not None and kv_bytes(s) > args.max_gb * 1e9:
             continue
         pool.append(s)
     rng = random.Random(args.seed)

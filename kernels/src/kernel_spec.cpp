@@ -413,7 +413,7 @@ KernelSpec d64_16bit_spec(Dtype dtype, std::int64_t items, std::int64_t sms, int
   if (items > eleven.min_ctas_per_sm * sms && rounds_fill(items, sms, eight, 4)) return eight;
   if (two_warp_rows_band(items, sms)) return two_warp_rows_spec(dtype, 2, false, paged);
   if (items <= 3 * sms) return paged ? many_items_d64_spec(dtype, false, true) : two_warp_rows_spec(dtype, 3);  // above
-  return many_items_d64_spec(dtype, blocks_per_split > 2 && items >= 2 * sms, paged);
+  return many_items_d64_spec(dtype, blocks_per_split > 2, paged);  // five or more per SM
 }
 
 // An fp8 cache at D = 64, contiguous, no margin: up to 4 four-warp CTAs share an SM whatever

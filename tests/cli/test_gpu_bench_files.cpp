@@ -144,13 +144,19 @@ TEST_F(Fp8TwinsScript, NamesTheFileThatIsNotABenchOutput) {
   EXPECT_NE(r.err.find("not-bench.json: not an `evodispatch bench --json` output"), std::string::npos) << r.err;
 }
 
-class Fp8SampleScript : public Fp8EdgeScript {
+// A bench/gpu script over a file of `evodispatch decide --json` lines, and arguments.
+class DecisionsScript : public Fp8EdgeScript {
  protected:
-  CommandResult sample(const std::string& jsonl, const std::string& args) {
+  CommandResult run_on(const std::string& script, const std::string& jsonl, const std::string& args) {
     std::ofstream(dir_ / "decisions.jsonl") << jsonl;
-    return run_command("python3 '" + (kBenchGpu / "fp8_sample.py").string() + "' '" +
-                       (dir_ / "decisions.jsonl").string() + "' " + args);
+    return run_command("python3 '" + (kBenchGpu / script).string() + "' '" + (dir_ / "decisions.jsonl").string() +
+                       "' " + args);
   }
+};
+
+class Fp8SampleScript : public DecisionsScript {
+ protected:
+  CommandResult sample(const std::string& jsonl, const std::string& args) { return run_on("fp8_sample.py", jsonl, args); }
 };
 
 TEST_F(Fp8SampleScript, DrawsFp8CachesInTheSizeRangeEachFollowedByItsTwin) {
@@ -196,13 +202,9 @@ TEST_F(Fp8SampleScript, NamesTheLineThatIsNotAShapeAndTheFileWithNoneInRange) {
   EXPECT_NE(r.err.find("decisions.jsonl: none of its 1 fp8 shapes"), std::string::npos) << r.err;
 }
 
-class BandSampleScript : public Fp8EdgeScript {
+class BandSampleScript : public DecisionsScript {
  protected:
-  CommandResult sample(const std::string& jsonl, const std::string& args) {
-    std::ofstream(dir_ / "decisions.jsonl") << jsonl;
-    return run_command("python3 '" + (kBenchGpu / "band_sample.py").string() + "' '" +
-                       (dir_ / "decisions.jsonl").string() + "' " + args);
-  }
+  CommandResult sample(const std::string& jsonl, const std::string& args) { return run_on("band_sample.py", jsonl, args); }
 };
 
 nlohmann::json model_shape(int batch, int seqlen_k, int h_q, int h_kv, int head_dim) {
