@@ -32,6 +32,7 @@ nlohmann::json launched(const RunnerLaunch& l, const LoadedKernelReport& decode,
                       {"decode_registers", decode.resources.registers},
                       {"decode_spill_bytes", decode.resources.spill_store_bytes + decode.resources.spill_load_bytes},
                       {"work_items", p.work_items}};
+  if (p.cluster_merge) g["decode_cluster_ctas"] = p.num_splits;
   if (p.combine) {
     g["combine_kernel"] = l.kernels.combine->name();
     g["combine_grid"] = p.combine_grid;
@@ -47,7 +48,7 @@ nlohmann::json launched(const RunnerLaunch& l, const LoadedKernelReport& decode,
 RunnerKernels runner_kernels(const Shape& shape, const Decision& decision, const DeviceInfo& dev) {
   const Decision d = resolve(decision, shape);
   RunnerKernels k{spec_for(shape, d, dev), std::nullopt};
-  if (combine_runs(d.num_splits)) k.combine = combine_spec_for(shape);
+  if (combine_runs(d.num_splits, k.decode.cluster_merge)) k.combine = combine_spec_for(shape);
   return k;
 }
 

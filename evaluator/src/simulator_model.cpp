@@ -84,8 +84,11 @@ class MainKernel {
 };
 
 double combine_us(const SimProfile& prof, const Plan& p) {
-  if (!p.combine) return 0;
   const SimModel& m = prof.model;
+  // Merged in their clusters, each wave of items ends with one combine CTA's work: no
+  // launch, no workspace.
+  if (p.cluster_merge) return static_cast<double>(p.waves) * m.combine_cta_us;
+  if (!p.combine) return 0;
   const double waves = static_cast<double>(ceil_div(p.combine_ctas, p.combine_slots));
   const double cta = m.combine_cta_us + static_cast<double>(p.num_splits) * p.combine_rows_per_cta * m.combine_split_row_us;
   // The workspace was just written by the main kernel: it is read from L2 when it fits.

@@ -178,6 +178,42 @@ __device__ __forceinline__ void wait_for_prerequisite_grids() {
 #endif
 }
 
+// Thread-block clusters (sm_90 and later): the CTAs of a cluster read one another's
+// shared memory. A barrier with release / acquire semantics orders every CTA's shared
+// stores before any CTA's reads after it (and subsumes __syncthreads).
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+// The address of shared-memory address `addr` of this CTA in the CTA of cluster rank `rank`.
+__device__ __forceinline__ u32 cluster_map(u32 addr, int rank) {
+  u32 r = addr;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+#endif
+  return r;
+}
+__device__ __forceinline__ float ld_cluster_f32(u32 addr) {
+  float v = 0.f;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+#endif
+  return v;
+}
+__device__ __forceinline__ float4 ld_cluster_f32x4(u32 addr) {
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#if __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+#endif
+  return v;
+}
+
 // Asks L2 for the line holding `p` (a hint: no register, no L1 line, never a fault).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 

@@ -33,6 +33,12 @@
 // four. (Measured slower on an H100: widening each landed tile into a 16-bit
 // tile in shared memory, 0.62-0.84x of bf16's time on 0.5-1 GB caches instead of
 // 0.51-0.58x; docs/performance.md.)
+//
+// Cluster merge (CLUSTER_): the num_splits CTAs of a thread-block cluster are the splits of
+// one item, and instead of fp32 partials for a combine kernel each leaves its normalised
+// rows and their LSE in its own shared memory; after a cluster barrier every CTA merges a
+// share of the item's rows from all of them (distributed shared memory) and writes the
+// output. No partials leave the SMs and no second kernel runs.
 #include "common.cuh"
 
 namespace evodispatch {
@@ -103,7 +109,7 @@ __device__ __forceinline__ u32 swz(int r, int c) {
 
 // MIN_CTAS_: the CTAs per SM the variant is built for (registers capped to fit them).
 template <int D_, int DT_, bool KV8_, bool PAGED_, int BM_, int BN_, int WM_, int WN_, int STAGES_, int MIN_CTAS_,
-          bool KV_APART_>
+          bool KV_APART_, bool CLUSTER_>
 __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     decode_kernel(const __grid_constant__ DecodeParams p) {
   using Tr = DecodeTraits<D_, DT_, KV8_, PAGED_, BM_, BN_, WM_, WN_, STAGES_, KV_APART_>;
@@ -139,14 +145,19 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
   launch_dependent_grids();
   if (p.cta_sms != nullptr && tid == 0) p.cta_sms[blockIdx.x] = sm_id();
 
-  for (int item = blockIdx.x; item < p.num_work_items; item += gridDim.x) {
+  // A cluster walks the items without their split index: its CTA of rank s is split s.
+  const int cluster = CLUSTER_ ? fast_div(blockIdx.x, p.splits_div) : blockIdx.x;
+  const int cluster_rank = blockIdx.x - cluster * (CLUSTER_ ? p.num_splits : 1);
+  const int items = CLUSTER_ ? fast_div(p.num_work_items, p.splits_div) : p.num_work_items;
+  const int item_stride = CLUSTER_ ? fast_div(gridDim.x, p.splits_div) : gridDim.x;
+  for (int item = cluster; item < items; item += item_stride) {
     // ---- Which work: the innermost indices share the KV bytes (see the file comment).
     int rest = item;
     const int mt = take_mod(rest, p.m_tiles_div);
     const int hg = take_mod(rest, p.groups_div);
     const int kvh = take_mod(rest, p.h_kv_div);
     const int b = take_mod(rest, p.batch_div);
-    const int split = rest;
+    const int split = CLUSTER_ ? cluster_rank : rest;
     const int head0 = kvh * p.qpk + hg * HG;  // first query head of the group
     const int row0 = mt * BM;                 // first group row of this tile
     const int len = p.cache_seqlens[b];
@@ -208,11 +219,57 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     const int k_end = min(len, (split + 1) * bps * SB);
     const int n_tiles = (k_end - k_begin + BN - 1) / BN;
 
+    // The cluster's merge (CLUSTER_): every split's normalised rows (slice 0 of o_red) and
+    // LSE (row_lse) are in its CTA's shared memory; CTA s merges rows x = s * kThreads +
+    // tid, + num_splits * kThreads, ... of the item's BM x kChunks 16-byte output chunks.
+    auto merge_cluster = [&]() {
+      cluster_sync();
+      const int S = p.num_splits;
+      const u32 lse_at = smem_u32(row_lse), o_at = smem_u32(o_red);
+      for (int x = split * kThreads + tid; x < BM * kChunks; x += S * kThreads) {
+        const int r = x / kChunks, ch = x % kChunks;
+        const int gr = row0 + r;
+        if (gr >= rows) continue;
+        float lse_s[kMaxClusterSplits];
+        float mx = neg_inf();
+#pragma unroll
+        for (int s = 0; s < kMaxClusterSplits; ++s) {
+          lse_s[s] = s < S ? ld_cluster_f32(cluster_map(lse_at + 4 * r, s)) : neg_inf();
+          mx = fmaxf(mx, lse_s[s]);
+        }
+        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        float sum = 0.f;
+#pragma unroll
+        for (int s = 0; s < kMaxClusterSplits; ++s) {
+          if (lse_s[s] == neg_inf()) continue;  // an empty split (or s >= S): its rows are not written
+          const float w = fast_exp2((lse_s[s] - mx) * 1.4426950408889634f);
+          const u32 at = cluster_map(o_at + 4 * (r * kOStride + ch * 8), s);
+          const float4 u = ld_cluster_f32x4(at), v = ld_cluster_f32x4(at + 16);
+          acc[0] += w * u.x, acc[1] += w * u.y, acc[2] += w * u.z, acc[3] += w * u.w;
+          acc[4] += w * v.x, acc[5] += w * v.y, acc[6] += w * v.z, acc[7] += w * v.w;
+          sum += w;
+        }
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        const int i = fast_div(gr, p.heads_div), head = head0 + gr - i * HG;
+        const i64 off = b * p.out_batch_stride + i * p.out_row_stride + head * p.out_head_stride + ch * 8;
+        store_16(static_cast<char*>(p.out) + 2 * off, E::pack(acc[0] * inv, acc[1] * inv), E::pack(acc[2] * inv, acc[3] * inv),
+                 E::pack(acc[4] * inv, acc[5] * inv), E::pack(acc[6] * inv, acc[7] * inv));
+        if (ch == 0 && p.lse)
+          p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + i] = sum > 0.f ? mx + __logf(sum) : neg_inf();
+      }
+      cluster_sync();  // no CTA reuses or leaves its shared memory while another reads it
+    };
+
     if (n_tiles == 0 && p.num_splits > 1) {
       // Empty split: LSE = -inf tells the combine to skip this split's O, which is
       // therefore not written (at 256 splits that saves megabytes of zero stores). The
       // query rows of an empty request's split 0 land before the next item's replace them.
       if (split == 0) cp_async_wait<0>();
+      if constexpr (CLUSTER_) {
+        for (int r = tid; r < BM; r += kThreads) row_lse[r] = neg_inf();
+        merge_cluster();
+        continue;
+      }
       for (int r = tid; r < BM; r += kThreads) {
         const int gr = row0 + r;
         if (gr >= rows) continue;
@@ -711,7 +768,12 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       const float inv = row_inv_l[r] * v_descale;
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[e] *= inv;
-      if (p.num_splits == 1) {
+      if constexpr (CLUSTER_) {
+        // In place of slice 0, which only this thread reads: for merge_cluster.
+        float* const dst = o_red + r * kOStride + ch * 8;
+        *reinterpret_cast<float4*>(dst) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        *reinterpret_cast<float4*>(dst + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      } else if (p.num_splits == 1) {
         const i64 off = b * p.out_batch_stride + i * p.out_row_stride + head * p.out_head_stride + ch * 8;
         store_16(static_cast<char*>(p.out) + 2 * off, E::pack(acc[0], acc[1]), E::pack(acc[2], acc[3]),
                  E::pack(acc[4], acc[5]), E::pack(acc[6], acc[7]));
@@ -720,6 +782,10 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         *reinterpret_cast<float4*>(dst) = make_float4(acc[0], acc[1], acc[2], acc[3]);
         *reinterpret_cast<float4*>(dst + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
       }
+    }
+    if constexpr (CLUSTER_) {
+      merge_cluster();
+      continue;
     }
     for (int r = tid; r < BM; r += kThreads) {
       const int gr = row0 + r;

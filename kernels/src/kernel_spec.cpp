@@ -85,7 +85,7 @@ std::string KernelSpec::name() const {
   return "decode_" + d + (fp8_kv ? "_fp8kv" : "") + (paged ? "_paged" : "_contig") + "_m" +
          std::to_string(block_m) + "n" + std::to_string(block_n) + "_w" + std::to_string(warps_m) + "x" +
          std::to_string(warps_n) + "_s" + std::to_string(stages) +
-         (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "") + (kv_apart ? "_kva" : "");
+         (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "") + (kv_apart ? "_kva" : "") + (cluster_merge ? "_cm" : "");
 }
 
 std::string KernelSpec::kernel_expression() const {
@@ -97,7 +97,7 @@ std::string KernelSpec::kernel_expression() const {
          b(paged) + ", " +
          std::to_string(block_m) + ", " + std::to_string(block_n) + ", " +
          std::to_string(warps_m) + ", " + std::to_string(warps_n) + ", " + std::to_string(stages) + ", " +
-         std::to_string(min_ctas_per_sm) + ", " + b(kv_apart) + ">";
+         std::to_string(min_ctas_per_sm) + ", " + b(kv_apart) + ", " + b(cluster_merge) + ">";
 }
 
 std::string KernelSpec::source() const {
@@ -119,7 +119,10 @@ std::string spec_error(const KernelSpec& s) {
   if (!supported_head_dim(s.head_dim)) return "head_dim " + std::to_string(s.head_dim) + " is not 64, 128 or 256";
   if (s.dtype != Dtype::bf16 && s.dtype != Dtype::fp16)
     return "dtype " + std::string(to_string(s.dtype)) + " is not a query dtype (bf16, fp16; fp8 is fp8_kv)";
-  if (s.kind == KernelKind::combine) return s.fp8_kv ? "the combine kernel reads no KV cache" : "";
+  if (s.kind == KernelKind::combine) {
+    if (s.cluster_merge) return "the combine kernel has no splits to merge in a cluster";
+    return s.fp8_kv ? "the combine kernel reads no KV cache" : "";
+  }
   if (s.warps_m < 1 || s.warps_n < 1 || s.warps() > 16) return "warps must be 1..16";
   if (s.block_m != 16 * s.warps_m) return "block_m must be 16 * warps_m";
   if (s.block_n < 16 || builtin_block_n(s.head_dim) % s.block_n != 0)
@@ -738,23 +741,53 @@ bool kv_apart_pays(const KernelSpec& s, const Shape& shape, const Decision& d, s
   return split_keys(shape, d) <= 2 * s.block_n || (items > num_sms && 2 * items <= 3 * std::int64_t{num_sms});
 }
 
-KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num_sms, double mem_bw_bytes_per_s) {
+// The CTAs of `s` one Hopper SM holds, by shared memory, threads and the registers its
+// launch bound allows.
+std::int64_t resident_ctas(const KernelSpec& s) {
+  const SmLimits hopper = sm_limits(90);
+  return std::min({hopper.smem_bytes_per_sm / (s.smem_bytes() + hopper.smem_reserved_per_cta),
+                   hopper.max_threads_per_sm / s.threads(), hopper.registers_per_sm / (s.threads() * s.max_registers())});
+}
+
+// The splits of an item merge in their cluster instead of a combine kernel (16-bit
+// contiguous cache, D = 128, no SM margin) where that measured faster on an H200: two to
+// four splits of at most two blocks each, whose combine is much of what splitting costs,
+// over a grid of at most 45% of the CTA slots, for groups of one 16-row tile. Each of 2-8
+// splits forced on bench/gpu/few-items-fresh and split-calls-fresh, interleaved against
+// the combine kernel: such calls took 0.93 of the time (B=4 Lk=68 Hq=8 Hkv=1 at 4 splits
+// 5.2 us instead of 5.8). Past them the cluster does not pay: splits of 512 keys and more
+// 1.004 (0.95-1.08: a cluster's CTAs stream through one GPC), grids of 48% of the slots
+// 1.02-1.08 (B=4 Lk=394 Hq=128 Hkv=8 at 4 splits), near-full grids up to 1.32 (a cluster
+// that finds no GPC with room waits for a second round). Under the oracle, clusters of six
+// or eight (B=3 Lk=678 Hq=128 Hkv=8 at 6 splits) and the four 16-row tiles of a 64-row
+// group (B=1 Lk=1024 Hq=64 Hkv=1 at 8 splits, 7.00 us against 6.50) lost to the combine.
+bool cluster_merge_pays(const KernelSpec& s, const Shape& shape, const Decision& d, int num_sms, int cc) {
+  if (cc < kClusterMinCc || d.sm_margin > 0 || d.num_splits < 2 || d.num_splits > 4) return false;
+  if (s.head_dim != 128 || s.fp8_kv || s.paged || s.block_m != 16) return false;
+  if (split_keys(shape, d) > 2 * decode_split_block(s.head_dim)) return false;
+  const WorkDecomposition w = decompose_work(shape, d, s.block_m);
+  return w.m_tiles == 1 && 20 * w.items <= 9 * resident_ctas(s) * num_sms;
+}
+
+KernelSpec device_spec_for(const Shape& shape, const Decision& decision, int num_sms, double mem_bw_bytes_per_s,
+                           int cc) {
   check_supported(shape);
   const Decision d = resolve(decision, shape);
   const WorkDecomposition rows16 = decompose_work(shape, d, 16);
   KernelSpec s = tiling_for(shape, d, rows16, num_sms, mem_bw_bytes_per_s);
   s.kv_apart = kv_apart_pays(s, shape, d, rows16.items, num_sms);
+  s.cluster_merge = cluster_merge_pays(s, shape, d, num_sms, cc);
   return s;
 }
 
 }  // namespace
 
 KernelSpec spec_for(const Shape& shape, const Decision& decision, int num_sms) {
-  return device_spec_for(shape, decision, num_sms, 0.0);
+  return device_spec_for(shape, decision, num_sms, 0.0, kClusterMinCc);
 }
 
 KernelSpec spec_for(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
-  return device_spec_for(shape, decision, hw.num_sms, hw.mem_bw_bytes_per_s);
+  return device_spec_for(shape, decision, hw.num_sms, hw.mem_bw_bytes_per_s, hw.cc);
 }
 
 KernelSpec combine_spec_for(const Shape& shape) {
@@ -769,7 +802,7 @@ KernelSpec with_tiling(KernelSpec s, std::string_view tiling) {
     if (at >= text.size() || text[at] != tag) {
       if (optional) return std::nullopt;
       throw InputError("tiling \"" + text + "\": expected '" + std::string(1, tag) + "' at character " +
-                       std::to_string(at + 1) + " (m<block_m>n<block_n>w<warps_m>x<warps_n>s<stages>[o<ctas>][a])");
+                       std::to_string(at + 1) + " (m<block_m>n<block_n>w<warps_m>x<warps_n>s<stages>[o<ctas>][a][c])");
     }
     std::size_t end = ++at;
     while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
@@ -786,6 +819,8 @@ KernelSpec with_tiling(KernelSpec s, std::string_view tiling) {
   s.min_ctas_per_sm = field('o', true).value_or(1);
   s.kv_apart = at < text.size() && text[at] == 'a';
   at += s.kv_apart ? 1 : 0;
+  s.cluster_merge = at < text.size() && text[at] == 'c';
+  at += s.cluster_merge ? 1 : 0;
   if (at != text.size()) throw InputError("tiling \"" + text + "\": unexpected \"" + text.substr(at) + "\"");
   if (const std::string why = spec_error(s); !why.empty()) throw InputError("tiling \"" + text + "\": " + why);
   return s;
@@ -845,6 +880,17 @@ std::vector<KernelSpec> all_kernel_specs() {
             out.push_back(packed_rows_spec(d, dt, fp8, paged, block_m, block_n));
         }
       out.push_back(combine_spec(d, dt));
+    }
+  // cluster_merge_pays: the four-warp 16-row tiles of 16-bit contiguous caches at D = 128
+  // that a grid of at most 45% of the slots runs (one or two CTAs per SM, or three with K
+  // and V apart)
+  for (std::size_t i = 0, n = out.size(); i < n; ++i)
+    if (out[i].kind == KernelKind::decode && out[i].head_dim == 128 && !out[i].fp8_kv && !out[i].paged &&
+        out[i].block_m == 16 && out[i].warps_n == 4 && out[i].stages == 3 - (out[i].min_ctas_per_sm > 1) &&
+        (out[i].min_ctas_per_sm == 1 || out[i].kv_apart)) {
+      KernelSpec merged = out[i];
+      merged.cluster_merge = true;
+      out.push_back(merged);
     }
   return out;
 }

@@ -20,6 +20,7 @@ KernelResources kernel_resources(const KernelSpec& decode, const KernelSpec& com
   r.smem_bytes_per_cta = decode.smem_bytes();
   r.combine_threads_per_cta = combine.threads();
   r.combine_rows_per_cta = combine.rows_per_cta();
+  r.cluster_merge = decode.cluster_merge;
   return r;
 }
 
@@ -69,7 +70,7 @@ std::int64_t decode_grid_ctas(const Plan& p, bool by_items) {
   return by_items ? p.work_items : std::min(p.work_items, p.slots);
 }
 
-bool combine_runs(int num_splits) { return num_splits > 1; }
+bool combine_runs(int num_splits, bool cluster_merge) { return num_splits > 1 && !cluster_merge; }
 
 Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
   return plan(shape, decision, hw, kernel_resources(shape, decision, hw));
@@ -200,18 +201,29 @@ void plan_decode_kernel(Plan& p, const KernelResources& res, int cc) {
   p.ctas_per_sm = decode_ctas_per_sm(res, p.smem_bytes_per_cta, sm);
 }
 
-// The decode grid on num_sms - sm_margin SMs.
-void plan_decode_grid(Plan& p) {
+// The decode grid on num_sms - sm_margin SMs. Merged in clusters, the grid is whole
+// clusters: one per item, which the hardware places on a GPC with room for all of its
+// CTAs (a persistent grid of every slot would leave some clusters waiting, since a GPC's
+// SMs are not a multiple of every cluster size).
+void plan_decode_grid(Plan& p, const KernelResources& res) {
+  p.cluster_merge = res.cluster_merge;
+  if (p.cluster_merge && p.decision.sm_margin > 0)
+    throw InputError("decision.sm_margin: the cluster merge runs without one (its clusters go wherever a GPC has room)");
+  if (p.cluster_merge && p.num_splits > kMaxClusterSplits)
+    throw InputError("decision.num_splits: the cluster merge merges at most " + std::to_string(kMaxClusterSplits) +
+                     " splits, got " + std::to_string(p.num_splits));
   p.sms_used = p.num_sms - p.decision.sm_margin;
   p.slots = std::int64_t{p.sms_used} * grid_ctas_per_sm(p.ctas_per_sm, p.decision.sm_margin);
-  p.grid_ctas = decode_grid_ctas(p, hardware_scheduled_grid(p.shape, p.decision, p.work_items, p.slots, p.ctas_per_sm));
+  if (p.cluster_merge) p.slots = std::max<std::int64_t>(p.num_splits, p.slots / p.num_splits * p.num_splits);
+  p.grid_ctas = decode_grid_ctas(p, p.cluster_merge || hardware_scheduled_grid(p.shape, p.decision, p.work_items,
+                                                                                   p.slots, p.ctas_per_sm));
   p.waves = ceil_div(p.work_items, p.slots);
 }
 
 // The combine kernel and its workspace, when the call splits: a persistent grid on the
 // decode grid's SMs.
 void plan_combine(Plan& p, const KernelResources& res, int cc, std::int64_t query_rows) {
-  p.combine = combine_runs(p.num_splits);
+  p.combine = combine_runs(p.num_splits, p.cluster_merge);
   if (!p.combine) return;
   // A CTA's threads serve fewer rows when each row splits its splits among lanes.
   const int lanes = combine_split_lanes(p.num_splits, p.shape.head_dim);
@@ -275,7 +287,7 @@ Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw, co
   plan_splits(p);
   plan_rows(p, res);
   plan_decode_kernel(p, res, hw.cc);
-  plan_decode_grid(p);
+  plan_decode_grid(p, res);
   const std::int64_t query_rows = mul({shape.batch, shape.seqlen_q, shape.h_q}, "query rows");
   plan_combine(p, res, hw.cc, query_rows);
   plan_memory(p, query_rows);
@@ -307,6 +319,7 @@ nlohmann::json to_json(const Plan& p) {
       {"slots", p.slots},
       {"grid_ctas", p.grid_ctas},
       {"waves", p.waves},
+      {"cluster_merge", p.cluster_merge},
       {"combine", p.combine},
       {"combine_ctas", p.combine_ctas},
       {"combine_rows_per_cta", p.combine_rows_per_cta},

@@ -25,6 +25,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include <evodispatch/kernels/compiler.hpp>
 #include <evodispatch/kernels/kernel_spec.hpp>
 #include <evodispatch/kernels/plan.hpp>
@@ -114,8 +116,13 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // and paged), the paged fp8 one-warp sixteens at D = 64, the paged 16-bit three-CTA
   // tiles at D = 128, the paged 16-bit 128-row tiles of long groups at D = 64 and the
   // contiguous 16-bit four-stage 64-row tiles at D = 128, and the contiguous 16-bit 64-row
-  // tiles of four warps at D = 128 (three stages, and the three-CTA two) with K and V apart.
-  EXPECT_EQ(all_kernel_specs().size(), 204u);
+  // tiles of four warps at D = 128 (three stages, and the three-CTA two) with K and V apart;
+  // and four of those 16-bit contiguous D = 128 tilings again with the cluster merge (both
+  // 128- and 64-row tiles in three stages, and with K and V apart in three or two).
+  EXPECT_EQ(all_kernel_specs().size(), 212u);
+  const std::vector<KernelSpec> specs = all_kernel_specs();
+  const auto merged = std::count_if(specs.begin(), specs.end(), [](const KernelSpec& k) { return k.cluster_merge; });
+  EXPECT_EQ(merged, 8);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -252,7 +259,13 @@ TEST(KernelSpecs, WithTilingParsesTheVariantNamesTilingOrNamesWhatIsWrong) {
   EXPECT_EQ(apart.min_ctas_per_sm, 3);
   EXPECT_TRUE(with_tiling(base, "m16n64w1x4s3a").kv_apart);
   EXPECT_NE(apart.name().find("_m16n64_w1x4_s2_o3_kva"), std::string::npos) << apart.name();
-  EXPECT_NE(apart.kernel_expression().find(", 3, true>"), std::string::npos) << apart.kernel_expression();
+  EXPECT_NE(apart.kernel_expression().find(", 3, true, false>"), std::string::npos) << apart.kernel_expression();
+  EXPECT_FALSE(apart.cluster_merge);
+  const KernelSpec merged = with_tiling(base, "m16n64w1x4s2o3ac");
+  EXPECT_TRUE(merged.cluster_merge && merged.kv_apart);
+  EXPECT_NE(merged.name().find("_o3_kva_cm"), std::string::npos) << merged.name();
+  EXPECT_NE(merged.kernel_expression().find(", 3, true, true>"), std::string::npos) << merged.kernel_expression();
+  EXPECT_TRUE(with_tiling(base, "m16n128w1x4s3c").cluster_merge);
   auto error = [&](const char* tiling) {
     try {
       with_tiling(base, tiling);
@@ -264,6 +277,7 @@ TEST(KernelSpecs, WithTilingParsesTheVariantNamesTilingOrNamesWhatIsWrong) {
   EXPECT_NE(error("m128w8x2s3").find("expected 'n' at character 5"), std::string::npos) << error("m128w8x2s3");
   EXPECT_NE(error("m128n128w8x2s3z").find("unexpected \"z\""), std::string::npos);
   EXPECT_NE(error("m16n64w1x4s3ao2").find("unexpected \"o2\""), std::string::npos) << error("m16n64w1x4s3ao2");
+  EXPECT_NE(error("m16n64w1x4s3ca").find("unexpected \"a\""), std::string::npos) << error("m16n64w1x4s3ca");
   EXPECT_NE(error("m48n128w3x2s3").find("threads must load whole"), std::string::npos) << error("m48n128w3x2s3");
   EXPECT_NE(error("m32n128w1x4s3").find("block_m must be 16 * warps_m"), std::string::npos);
 }
@@ -360,6 +374,85 @@ TEST(KernelSpecs, KAndVApartWhereFirstTilesOrASecondCtaPerSmAreWhatItemsWaitFor)
   s.page_size = 0;
   s.head_dim = 64;
   EXPECT_FALSE(apart(150, 100));
+}
+
+TEST(KernelSpecs, ShortSplitsOfFewItemsMergeInTheirClusterOnHopper) {
+  Shape s;  // bf16, contiguous, D = 128, 8 packed rows per KV head: one item per request and split
+  s.h_q = 8;
+  s.h_kv = 1;
+  DeviceInfo hw;
+  hw.num_sms = 132;
+  hw.mem_bw_bytes_per_s = 4.8e12;
+  hw.cc = 90;
+  auto at = [&](int batch, int seqlen_k, int splits, int margin = 0) {
+    s.batch = batch;
+    s.seqlen_k = seqlen_k;
+    return spec_for(s, Decision{splits, true, margin}, hw);
+  };
+  auto merged = [&](int batch, int seqlen_k, int splits, int margin = 0) {
+    const KernelSpec k = at(batch, seqlen_k, splits, margin);
+    EXPECT_EQ(k.cluster_merge, k.name().find("_cm") != std::string::npos) << k.name();
+    return k.cluster_merge;
+  };
+  // Two to four splits of at most two blocks over at most 45% of the CTA slots.
+  EXPECT_TRUE(merged(4, 68, 4));     // 16 CTAs in 128-key tiles, one per SM
+  EXPECT_TRUE(merged(4, 1024, 4));   // splits of 256 keys
+  EXPECT_FALSE(merged(4, 1025, 4));  // of 384
+  EXPECT_FALSE(merged(4, 1024, 5));  // clusters of five or more
+  EXPECT_TRUE(merged(29, 500, 2));   // 58 CTAs of one slot per SM: 44%
+  EXPECT_FALSE(merged(30, 500, 2));  // 60: 45.5%
+  EXPECT_EQ(at(29, 500, 2).block_n, 128);
+  EXPECT_TRUE(merged(1, 300, 2));
+  EXPECT_FALSE(merged(1, 300, 1));  // nothing to merge
+  EXPECT_FALSE(merged(4, 68, 4, 4));  // an SM margin holds the CTAs to its SMs
+  s.page_size = 16;
+  EXPECT_FALSE(merged(4, 68, 4));
+  s.page_size = 0;
+  s.dtype = Dtype::fp8;
+  EXPECT_FALSE(merged(4, 68, 4));
+  s.dtype = Dtype::bf16;
+  s.head_dim = 64;
+  EXPECT_FALSE(merged(4, 68, 4));
+  s.head_dim = 128;
+  s.h_q = 32;  // 32 packed rows: two 16-row tiles per request and split
+  EXPECT_FALSE(merged(1, 68, 4));
+  s.h_q = 8;
+  hw.cc = 80;  // no clusters before Hopper
+  EXPECT_FALSE(merged(4, 68, 4));
+  hw.cc = 90;
+
+  // The plan: no combine kernel, a grid of whole clusters (one per item), no workspace.
+  const Decision d{4, true, 0};
+  s.batch = 4;
+  s.seqlen_k = 68;
+  const Plan p = plan(s, d, hw);
+  EXPECT_TRUE(p.cluster_merge);
+  EXPECT_FALSE(p.combine);
+  EXPECT_EQ(p.workspace_bytes, 0);
+  EXPECT_EQ(p.work_items, 16);
+  EXPECT_EQ(p.grid_ctas, 16);
+  EXPECT_EQ(to_json(p).at("cluster_merge"), true);
+  // A persistent grid of whole clusters where the slots are fewer than the items.
+  KernelResources one_slot = kernel_resources(s, d, hw);
+  one_slot.ctas_per_sm = 1;
+  hw.num_sms = 6;
+  const Plan few = plan(s, d, hw, one_slot);
+  EXPECT_EQ(few.slots, 4);
+  EXPECT_EQ(decode_grid_ctas(few, false), 4);
+  // Forced where the merge cannot run, the plan says why.
+  auto refused = [&](const Decision& dd) {
+    try {
+      plan(s, dd, hw, one_slot);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refused(Decision{4, true, 1}).find("decision.sm_margin"), std::string::npos) << refused(Decision{4, true, 1});
+  EXPECT_NE(refused(Decision{9, true, 0}).find("decision.num_splits: the cluster merge merges at most 8"),
+            std::string::npos)
+      << refused(Decision{9, true, 0});
+  EXPECT_FALSE(combine_runs(4, true));
 }
 
 TEST(KernelSpecs, SpecForADecisionSizesTheBytesInFlightToTheGrid) {
@@ -749,6 +842,7 @@ TEST(KernelSpecs, EveryDecisionsVariantIsAmongTheCompiledOnes) {
   h100.num_sms = h200.num_sms = 132;
   h100.mem_bw_bytes_per_s = 3.35e12;
   h200.mem_bw_bytes_per_s = 4.8e12;
+  h100.cc = h200.cc = 90;  // with the cluster merge
   for (const DeviceInfo& hw : {h100, h200})
   for (int d : {64, 128, 256})
     for (Dtype dtype : {Dtype::bf16, Dtype::fp16, Dtype::fp8})

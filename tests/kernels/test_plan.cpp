@@ -443,8 +443,9 @@ TEST(Plan, WorkItemsAreTheKernelsDecomposition) {
   const WorkDecomposition unpacked = decompose_work(s, splits(5, false), 16);
   EXPECT_EQ(unpacked.groups_per_kv_head, 7);
   EXPECT_EQ(unpacked.items, 3 * 4 * 7 * 5);
-  EXPECT_TRUE(combine_runs(2));
-  EXPECT_FALSE(combine_runs(1));
+  EXPECT_TRUE(combine_runs(2, false));
+  EXPECT_FALSE(combine_runs(1, false));
+  EXPECT_FALSE(combine_runs(2, true));
 }
 
 TEST(Plan, IsPlainDeterministicData) {

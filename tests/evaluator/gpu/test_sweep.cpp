@@ -117,6 +117,24 @@ std::vector<SweepCase> sweep_cases() {
   add("kvapart", S().fp16().b(256).heads(8, 1).lk(64), dec(1));
   add("kvapart", S().b(61).heads(32, 8).lk(125), dec(1));  // 488 items: a persistent grid (a fast DRAM: the sixes)
   add("kvapart", S().b(1).heads(24, 8).lk(10608), dec(24));  // 192 items through the splits
+  // Splits merged in their clusters (cluster_merge_pays, Hopper): each of the four tilings,
+  // empty splits, mixed lengths, Lq > 1, fp16, unpacked.
+  add("cluster", S().b(4).heads(8, 1).lk(68), dec(4));  // three of four splits empty
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 6; ++i) lens.push_back(1 + (i * 331) % 1024);
+    add("cluster", S().b(6).heads(8, 1).lk(1024), dec(4), lens);
+  }
+  add("cluster", S().b(6).lq(4).heads(8, 2).lk(300), dec(2));
+  add("cluster", S().fp16().b(4).heads(16, 4).lk(500), dec(2));
+  add("cluster", S().b(1).heads(12, 4).lk(250), dec(3, false));
+  add("cluster", S().b(25).heads(8, 1).lk(214), dec(4));  // 64-key tiles, K and V apart
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 79; ++i) lens.push_back(1 + (i * 53) % 189);
+    add("cluster", S().b(79).heads(5, 1).lk(189), dec(2), lens);  // the three-CTA tiles
+  }
+  add("cluster", S().b(3).heads(12, 4).lk(500), dec(3, false));  // 64-key tiles, three stages
   // Long packed groups (kernel_spec.cpp, long_group_spec): every tiling, each dtype and KV
   // layout, mixed lengths and Lq > 1.
   add("long", S().b(77).heads(71, 1).d(64).lk(1500), dec(1));        // m32n128, D = 64
@@ -314,6 +332,49 @@ TEST(GpuRunner, SixteenBitItemsPastOneRoundGetACtaEach) {
     EXPECT_EQ(g.at("decode_grid").get<std::int64_t>(), shape.dtype == Dtype::fp8 ? slots : items) << g.dump();
   }
   if (checked < 3) GTEST_SKIP() << 3 - checked << " of the shapes fit one round on this GPU";
+}
+
+// On Hopper the short splits of few items merge in their clusters: the row says so, no
+// combine kernel runs, and the grid is whole clusters.
+TEST(GpuRunner, ShortSplitsMergeInTheirClusters) {
+  EVO_REQUIRE_GPU();
+  if (gpu()->gpu().cc < kClusterMinCc) GTEST_SKIP() << "no thread-block clusters before sm_90";
+  const Shape shape = S().b(4).heads(8, 1).lk(300);
+  const Measurement m = gpu()->measure(MeasureCase{shape, {}}, dec(3), check_only());
+  ASSERT_TRUE(m.ok) << m.error;
+  ASSERT_TRUE(m.rel_error.has_value());
+  EXPECT_LT(*m.rel_error, output_tolerance(query_dtype(shape)));
+  EXPECT_TRUE(m.plan.at("cluster_merge").get<bool>()) << m.plan.dump();
+  const auto& g = m.plan.at("gpu");
+  EXPECT_EQ(g.at("decode_cluster_ctas").get<int>(), 3) << g.dump();
+  EXPECT_FALSE(g.contains("combine_kernel")) << g.dump();
+  EXPECT_EQ(g.at("decode_grid").get<int>(), 12) << g.dump();
+  EXPECT_NE(g.at("decode_kernel").get<std::string>().find("_cm"), std::string::npos) << g.dump();
+}
+
+// Forced (EVODISPATCH_DECODE_TILING), the merge takes up to kMaxClusterSplits splits, where
+// every CTA merges a share of a row's chunks from eight.
+TEST(GpuRunner, AForcedClusterMergeRunsEightSplits) {
+  EVO_REQUIRE_GPU();
+  if (gpu()->gpu().cc < kClusterMinCc) GTEST_SKIP() << "no thread-block clusters before sm_90";
+  ::setenv("EVODISPATCH_DECODE_TILING", "m16n128w1x4s3c", 1);
+  CudaEvaluator forced(0);
+  ::unsetenv("EVODISPATCH_DECODE_TILING");
+  std::vector<int> lens;
+  for (int i = 0; i < 5; ++i) lens.push_back(1 + (i * 877) % 3000);  // some requests under eight blocks
+  const Shape shape = S().b(5).lq(2).heads(12, 4).lk(3000);
+  for (const Decision& d : {dec(8), dec(kMaxClusterSplits + 1)}) {
+    const Measurement m = forced.measure(MeasureCase{shape, lens}, d, check_only());
+    if (d.num_splits > kMaxClusterSplits) {
+      EXPECT_FALSE(m.ok);
+      EXPECT_NE(m.error.find("the cluster merge merges at most"), std::string::npos) << m.error;
+      continue;
+    }
+    ASSERT_TRUE(m.ok) << m.error;
+    ASSERT_TRUE(m.rel_error.has_value());
+    EXPECT_LT(*m.rel_error, output_tolerance(query_dtype(shape)));
+    EXPECT_EQ(m.plan.at("gpu").at("decode_cluster_ctas").get<int>(), 8) << m.plan.dump();
+  }
 }
 
 // EVODISPATCH_DECODE_GRID forces a grid for a study: a value it does not know is an error

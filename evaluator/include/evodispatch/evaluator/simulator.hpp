@@ -83,7 +83,7 @@ struct Prediction {
   double latency_us = 0;
   double launch_us = 0;
   double main_us = 0;
-  double combine_us = 0;
+  double combine_us = 0;  // the combine kernel, or the merge in the clusters (Plan::cluster_merge)
   double kv_bw_bytes_per_s = 0;  // the bandwidth the KV stream is limited by (global)
 };
 Prediction predict(const SimProfile&, const Plan&, L2Mode l2 = L2Mode::cold);

@@ -20,6 +20,9 @@ enum DecodeDtype : int { kDtypeBf16 = 0, kDtypeFp16 = 1 };
 constexpr int kCombineThreads = 128;
 // The most splits one call may have (the dispatch contract's kMaxSplits; a test checks).
 constexpr int kMaxSplitsPerCall = 256;
+// The most splits a cluster-merged call may have (KernelSpec::cluster_merge): its splits
+// are the CTAs of one thread-block cluster, and 8 is the portable cluster size.
+constexpr int kMaxClusterSplits = 8;
 // Splits whose partial O one combine thread loads at once (one memory round trip).
 constexpr int kCombineSplitsPerLoad = 8;
 

@@ -16,6 +16,8 @@ enum class KernelKind { decode, combine };
 
 // The fp8-KV variants widen e4m3 with cvt.rn.f16x2.e4m3x2, which sm_89 introduced.
 inline constexpr int kFp8KvMinCc = 89;
+// Thread-block clusters and distributed shared memory (KernelSpec::cluster_merge): sm_90.
+inline constexpr int kClusterMinCc = 90;
 
 struct KernelSpec {
   KernelKind kind = KernelKind::decode;
@@ -35,6 +37,9 @@ struct KernelSpec {
   // K and V of each tile in copy groups of their own, waited for one after the other: Q K^T
   // and the softmax run while V lands, for a second barrier per tile (spec_for's rule).
   bool kv_apart = false;
+  // The splits of an item run as one thread-block cluster (num_splits CTAs, at most
+  // kMaxClusterSplits) and merge in distributed shared memory: no combine kernel (sm_90+).
+  bool cluster_merge = false;
 
   int warps() const;
   int threads() const;
@@ -46,7 +51,7 @@ struct KernelSpec {
   // The registers per thread ptxas may use: 255, or less where min_ctas_per_sm asks.
   int max_registers() const;
 
-  // e.g. "decode_d128_bf16_contig_m16n128_w1x4_s3", "decode_d128_bf16_contig_m16n64_w1x4_s2_o3_kva",
+  // e.g. "decode_d128_bf16_contig_m16n128_w1x4_s3", "decode_d128_bf16_contig_m16n64_w1x4_s2_o3_kva_cm",
   // "decode_d128_bf16_fp8kv_paged_...", "combine_d128_bf16".
   std::string name() const;
   // The template instantiation, as NVRTC's name expression (and lowered-name lookup) wants it.
@@ -77,12 +82,13 @@ KernelSpec spec_for(const Shape&, bool pack_gqa);
 // kernel_spec.cpp); and at D = 128 it sizes the bytes in flight to the grid: 128-row tiles (one
 // CTA per SM, half the per-tile latency) while the items fill at most half the SMs,
 // 64-row tiles in three stages (two CTAs per SM) up to one item per SM, two stages
-// (three CTAs per SM, contiguous KV) up to three per SM. Deterministic in (shape,
-// decision, num_sms).
+// (three CTAs per SM, contiguous KV) up to three per SM. On Hopper and later, a call of 2 to
+// kMaxClusterSplits splits without an SM margin (16-bit contiguous, D = 128) merges them in
+// a cluster (cluster_merge). Deterministic in (shape, decision, num_sms).
 KernelSpec spec_for(const Shape&, const Decision&, int num_sms);
 // The same on the device `hw` describes: its SMs, and its DRAM bandwidth where a rule sizes
-// the bytes in flight by it (spec_for(shape, decision, num_sms) is a device of an H100's
-// bandwidth). What the plan and the runner use.
+// the bytes in flight by it, and its compute capability (spec_for(shape, decision, num_sms)
+// is an H100's bandwidth and capability). What the plan and the runner use.
 KernelSpec spec_for(const Shape&, const Decision&, const DeviceInfo& hw);
 // The bandwidth from which a device counts as fast for those rules: between an H100 SXM's
 // 3.35 TB/s and an H200's 4.8 TB/s as the driver reports them (memory clock x bus width).
@@ -90,9 +96,10 @@ inline constexpr double kFastDramBytesPerS = 4.0e12;
 KernelSpec combine_spec_for(const Shape&);
 
 // `decode` with the tiling of `tiling`, "m<block_m>n<block_n>w<warps_m>x<warps_n>s<stages>"
-// with an optional "o<min_ctas_per_sm>" (as in the variant names) and an optional final "a"
-// for K and V apart (kv_apart): how a kernel developer measures a tiling spec_for would not
-// choose (EVODISPATCH_DECODE_TILING, measuring.md).
+// with an optional "o<min_ctas_per_sm>" (as in the variant names), an optional "a" for K
+// and V apart (kv_apart) and an optional final "c" for the cluster merge (cluster_merge):
+// how a kernel developer measures a tiling spec_for would not choose
+// (EVODISPATCH_DECODE_TILING, measuring.md).
 // Throws InputError naming the part that does not parse or spec_error's reason.
 KernelSpec with_tiling(KernelSpec decode, std::string_view tiling);
 

@@ -32,6 +32,9 @@ struct KernelResources {
   // The combine kernel's CTAs per SM: the runtime's count on a GPU, the profile's in the
   // simulator; 0: modelled from its threads.
   int combine_ctas_per_sm = 0;
+  // The decode kernel merges an item's splits in their cluster (KernelSpec::cluster_merge):
+  // no combine kernel, and the grid is whole clusters of num_splits CTAs.
+  bool cluster_merge = false;
 };
 // A generic kernel, for shapes the built-in kernels do not cover (fp8, other head dims).
 KernelResources builtin_kernel_resources();
@@ -95,7 +98,12 @@ struct Plan {
   std::int64_t grid_ctas = 0;  // work_items if hardware_scheduled_grid, else min(work_items, slots)
   std::int64_t waves = 0;      // ceil(work_items / slots)
 
-  // Combine kernel: runs iff combine_runs(num_splits); its persistent grid on the same SMs.
+  // The splits of an item are one cluster and merge there (KernelResources::cluster_merge):
+  // the grid is one cluster per item, placed by the hardware.
+  bool cluster_merge = false;
+
+  // Combine kernel: runs iff combine_runs(num_splits, cluster_merge); its persistent grid
+  // on the same SMs.
   bool combine = false;
   std::int64_t combine_ctas = 0;
   int combine_rows_per_cta = 0;  // query rows one combine CTA merges (the last may have fewer)
@@ -133,8 +141,9 @@ bool hardware_scheduled_grid(const Shape&, const Decision&, std::int64_t work_it
 // min(work_items, slots).
 std::int64_t decode_grid_ctas(const Plan&, bool by_items);
 
-// Whether a call of `num_splits` splits runs the combine kernel after the decode kernel.
-bool combine_runs(int num_splits);
+// Whether a call of `num_splits` splits runs the combine kernel after the decode kernel:
+// with more than one split, unless they merge in their cluster.
+bool combine_runs(int num_splits, bool cluster_merge);
 
 // How the decode kernel's work items cover a call (DecodeParams' work decomposition): a
 // head group is the query heads one CTA serves (all qpk of a KV head when packed, one
