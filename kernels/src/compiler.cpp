@@ -254,6 +254,7 @@ std::string variant_choice_digest() {
                         DeviceInfo hw;
                         hw.num_sms = sms;
                         hw.mem_bw_bytes_per_s = dram;
+                        hw.cc = kClusterMinCc;  // the rules of a Hopper, the cluster merge's too
                         const KernelSpec spec = spec_for(s, decision, hw);
                         // The grid too: the items against the slots of the spec's own occupancy.
                         const std::int64_t items = decompose_work(s, decision, spec.block_m).items;

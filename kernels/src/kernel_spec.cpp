@@ -754,13 +754,14 @@ std::int64_t resident_ctas(const KernelSpec& s) {
 // four splits of at most two blocks each, whose combine is much of what splitting costs,
 // over a grid of at most 45% of the CTA slots, for groups of one 16-row tile. Each of 2-8
 // splits forced on bench/gpu/few-items-fresh and split-calls-fresh, interleaved against
-// the combine kernel: such calls took 0.93 of the time (B=4 Lk=68 Hq=8 Hkv=1 at 4 splits
-// 5.2 us instead of 5.8). Past them the cluster does not pay: splits of 512 keys and more
-// 1.004 (0.95-1.08: a cluster's CTAs stream through one GPC), grids of 48% of the slots
-// 1.02-1.08 (B=4 Lk=394 Hq=128 Hkv=8 at 4 splits), near-full grids up to 1.32 (a cluster
-// that finds no GPC with room waits for a second round). Under the oracle, clusters of six
-// or eight (B=3 Lk=678 Hq=128 Hkv=8 at 6 splits) and the four 16-row tiles of a 64-row
-// group (B=1 Lk=1024 Hq=64 Hkv=1 at 8 splits, 7.00 us against 6.50) lost to the combine.
+// the combine kernel: the 54 such calls took 0.932 of the time (0.86-1.00; B=2 Lk=68
+// Hq=64 Hkv=8 at 3 splits 5.35 us instead of 6.22). Past them the cluster does not pay:
+// splits of 512 keys and more 1.004 (0.95-1.08: a cluster's CTAs stream through one GPC),
+// grids of 48% of the slots 1.02-1.08 (B=4 Lk=394 Hq=128 Hkv=8 at 4 splits), near-full
+// grids up to 1.32 (a cluster that finds no GPC with room waits for a second round). Under
+// the oracle, clusters of six or eight (B=3 Lk=678 Hq=128 Hkv=8 at 6 splits) and the four
+// 16-row tiles of a 64-row group (B=1 Lk=1024 Hq=64 Hkv=1 at 8 splits, 7.00 us against
+// 6.50) lost to the combine (docs/performance.md, "Splits merged in their cluster").
 bool cluster_merge_pays(const KernelSpec& s, const Shape& shape, const Decision& d, int num_sms, int cc) {
   if (cc < kClusterMinCc || d.sm_margin > 0 || d.num_splits < 2 || d.num_splits > 4) return false;
   if (s.head_dim != 128 || s.fp8_kv || s.paged || s.block_m != 16) return false;

@@ -107,8 +107,8 @@ KernelSpec with_tiling(KernelSpec decode, std::string_view tiling);
 // KV type (16-bit, fp8) x layout x (m16, m64), plus the 128-row-tile m16 variants and the
 // contiguous three-CTA one (16-bit KV) at D = 128, the long-group tilings at D = 64 and 128
 // (m32 with 64- and 128-row K/V tiles, m64 over 4 x 1 warps), the tilings by items per SM
-// and a fast DRAM's, the 64-row tiles with K and V apart (kernel_spec.cpp), and combine for
-// each head_dim x dtype.
+// and a fast DRAM's, the 64-row tiles with K and V apart, the four-warp 16-row tiles that
+// merge their splits in a cluster (kernel_spec.cpp), and combine for each head_dim x dtype.
 std::vector<KernelSpec> all_kernel_specs();
 
 // The launch-independent part of the parameters for a dense call: dimensions, the work
