@@ -135,6 +135,7 @@ std::vector<SweepCase> sweep_cases() {
     add("cluster", S().b(79).heads(5, 1).lk(189), dec(2), lens);  // the three-CTA tiles
   }
   add("cluster", S().b(3).heads(12, 4).lk(500), dec(3, false));  // 64-key tiles, three stages
+  add("cluster", S().lq(16).lk(7), dec(4, false));  // more new tokens than keys: early rows see nothing
   // Long packed groups (kernel_spec.cpp, long_group_spec): every tiling, each dtype and KV
   // layout, mixed lengths and Lq > 1.
   add("long", S().b(77).heads(71, 1).d(64).lk(1500), dec(1));        // m32n128, D = 64
@@ -353,16 +354,26 @@ TEST(GpuRunner, ShortSplitsMergeInTheirClusters) {
 }
 
 // Forced (EVODISPATCH_DECODE_TILING), the merge takes up to kMaxClusterSplits splits, where
-// every CTA merges a share of a row's chunks from eight.
+// every CTA merges a share of a row's chunks from eight; with the persistent grid forced too
+// (EVODISPATCH_DECODE_GRID), 160 CTAs of one per SM stride 20 items as 16 clusters or fewer.
 TEST(GpuRunner, AForcedClusterMergeRunsEightSplits) {
   EVO_REQUIRE_GPU();
   if (gpu()->gpu().cc < kClusterMinCc) GTEST_SKIP() << "no thread-block clusters before sm_90";
   ::setenv("EVODISPATCH_DECODE_TILING", "m16n128w1x4s3c", 1);
   CudaEvaluator forced(0);
+  ::setenv("EVODISPATCH_DECODE_GRID", "strided", 1);
+  CudaEvaluator strided(0);
+  ::unsetenv("EVODISPATCH_DECODE_GRID");
   ::unsetenv("EVODISPATCH_DECODE_TILING");
   std::vector<int> lens;
   for (int i = 0; i < 5; ++i) lens.push_back(1 + (i * 877) % 3000);  // some requests under eight blocks
   const Shape shape = S().b(5).lq(2).heads(12, 4).lk(3000);
+  const Measurement looped = strided.measure(MeasureCase{shape, lens}, dec(8), check_only());
+  ASSERT_TRUE(looped.ok) << looped.error;
+  EXPECT_LT(*looped.rel_error, output_tolerance(query_dtype(shape)));
+  const auto grid = looped.plan.at("gpu").at("decode_grid").get<int>();
+  EXPECT_EQ(grid % 8, 0);
+  EXPECT_LT(grid, 160) << "a persistent grid of at most the slots";
   for (const Decision& d : {dec(8), dec(kMaxClusterSplits + 1)}) {
     const Measurement m = forced.measure(MeasureCase{shape, lens}, d, check_only());
     if (d.num_splits > kMaxClusterSplits) {
