@@ -85,7 +85,8 @@ std::string KernelSpec::name() const {
   return "decode_" + d + (fp8_kv ? "_fp8kv" : "") + (paged ? "_paged" : "_contig") + "_m" +
          std::to_string(block_m) + "n" + std::to_string(block_n) + "_w" + std::to_string(warps_m) + "x" +
          std::to_string(warps_n) + "_s" + std::to_string(stages) +
-         (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "") + (kv_apart ? "_kva" : "") + (cluster_merge ? "_cm" : "");
+         (min_ctas_per_sm > 1 ? "_o" + std::to_string(min_ctas_per_sm) : "") + (kv_apart ? "_kva" : "") +
+         (cluster_merge ? "_cm" : "");
 }
 
 std::string KernelSpec::kernel_expression() const {

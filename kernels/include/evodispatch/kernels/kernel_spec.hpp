@@ -82,9 +82,9 @@ KernelSpec spec_for(const Shape&, bool pack_gqa);
 // kernel_spec.cpp); and at D = 128 it sizes the bytes in flight to the grid: 128-row tiles (one
 // CTA per SM, half the per-tile latency) while the items fill at most half the SMs,
 // 64-row tiles in three stages (two CTAs per SM) up to one item per SM, two stages
-// (three CTAs per SM, contiguous KV) up to three per SM. On Hopper and later, a call of 2 to
-// kMaxClusterSplits splits without an SM margin (16-bit contiguous, D = 128) merges them in
-// a cluster (cluster_merge). Deterministic in (shape, decision, num_sms).
+// (three CTAs per SM, contiguous KV) up to three per SM. On Hopper and later, two to four
+// splits of at most two blocks over few 16-row items merge in a cluster (cluster_merge;
+// 16-bit contiguous, D = 128, no SM margin). Deterministic in (shape, decision, num_sms).
 KernelSpec spec_for(const Shape&, const Decision&, int num_sms);
 // The same on the device `hw` describes: its SMs, and its DRAM bandwidth where a rule sizes
 // the bytes in flight by it, and its compute capability (spec_for(shape, decision, num_sms)

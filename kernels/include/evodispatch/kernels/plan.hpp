@@ -95,7 +95,7 @@ struct Plan {
   // hardware_scheduled_grid says so.
   int sms_used = 0;
   std::int64_t slots = 0;      // sms_used * grid_ctas_per_sm(ctas_per_sm, sm_margin) CTAs
-  std::int64_t grid_ctas = 0;  // work_items if hardware_scheduled_grid, else min(work_items, slots)
+  std::int64_t grid_ctas = 0;  // work_items if hardware_scheduled_grid or cluster_merge, else min(work_items, slots)
   std::int64_t waves = 0;      // ceil(work_items / slots)
 
   // The splits of an item are one cluster and merge there (KernelResources::cluster_merge):
