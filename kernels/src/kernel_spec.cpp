@@ -750,8 +750,8 @@ std::int64_t resident_ctas(const KernelSpec& s) {
                    hopper.max_threads_per_sm / s.threads(), hopper.registers_per_sm / (s.threads() * s.max_registers())});
 }
 
-// The splits of an item merge in their cluster instead of a combine kernel (16-bit
-// contiguous cache, D = 128, no SM margin) where that measured faster on an H200: two to
+// The splits of an item merge in their cluster instead of a combine kernel (16-bit cache,
+// D = 128, no SM margin) where that measured faster on an H200: two to
 // four splits of at most two blocks each, whose combine is much of what splitting costs,
 // over a grid of at most 45% of the CTA slots, for groups of one 16-row tile. Each of 2-8
 // splits forced on bench/gpu/few-items-fresh and split-calls-fresh, interleaved against
@@ -762,10 +762,11 @@ std::int64_t resident_ctas(const KernelSpec& s) {
 // grids up to 1.32 (a cluster that finds no GPC with room waits for a second round). Under
 // the oracle, clusters of six or eight (B=3 Lk=678 Hq=128 Hkv=8 at 6 splits) and the four
 // 16-row tiles of a 64-row group (B=1 Lk=1024 Hq=64 Hkv=1 at 8 splits, 7.00 us against
-// 6.50) lost to the combine (docs/performance.md, "Splits merged in their cluster").
+// 6.50) lost to the combine (docs/performance.md, "Splits merged in their cluster"). Over
+// pages of 16, 24 fresh calls took 0.962-0.972 at 2, 3 and 4 splits (none over 1.005).
 bool cluster_merge_pays(const KernelSpec& s, const Shape& shape, const Decision& d, int num_sms, int cc) {
   if (cc < kClusterMinCc || d.sm_margin > 0 || d.num_splits < 2 || d.num_splits > 4) return false;
-  if (s.head_dim != 128 || s.fp8_kv || s.paged || s.block_m != 16) return false;
+  if (s.head_dim != 128 || s.fp8_kv || s.block_m != 16) return false;
   if (split_keys(shape, d) > 2 * decode_split_block(s.head_dim)) return false;
   const WorkDecomposition w = decompose_work(shape, d, s.block_m);
   return w.m_tiles == 1 && 20 * w.items <= 9 * resident_ctas(s) * num_sms;
@@ -883,11 +884,10 @@ std::vector<KernelSpec> all_kernel_specs() {
         }
       out.push_back(combine_spec(d, dt));
     }
-  // cluster_merge_pays: the four-warp 16-row tiles of 16-bit contiguous caches at D = 128
-  // that a grid of at most 45% of the slots runs (one or two CTAs per SM, or three with K
-  // and V apart)
+  // cluster_merge_pays: the four-warp 16-row tiles of 16-bit caches at D = 128 that a grid
+  // of at most 45% of the slots runs (one or two CTAs per SM, or three with K and V apart)
   for (std::size_t i = 0, n = out.size(); i < n; ++i)
-    if (out[i].kind == KernelKind::decode && out[i].head_dim == 128 && !out[i].fp8_kv && !out[i].paged &&
+    if (out[i].kind == KernelKind::decode && out[i].head_dim == 128 && !out[i].fp8_kv &&
         out[i].block_m == 16 && out[i].warps_n == 4 && out[i].stages == 3 - (out[i].min_ctas_per_sm > 1) &&
         (out[i].min_ctas_per_sm == 1 || out[i].kv_apart)) {
       KernelSpec merged = out[i];

@@ -117,12 +117,12 @@ TEST(KernelSpecs, NamesAreUniqueAndEverySpecIsValid) {
   // tiles at D = 128, the paged 16-bit 128-row tiles of long groups at D = 64 and the
   // contiguous 16-bit four-stage 64-row tiles at D = 128, and the contiguous 16-bit 64-row
   // tiles of four warps at D = 128 (three stages, and the three-CTA two) with K and V apart;
-  // and four of those 16-bit contiguous D = 128 tilings again with the cluster merge (both
-  // 128- and 64-row tiles in three stages, and with K and V apart in three or two).
-  EXPECT_EQ(all_kernel_specs().size(), 212u);
+  // and six of the 16-bit D = 128 tilings again with the cluster merge (128- and 64-row
+  // tiles in three stages, contiguous or paged, and with K and V apart in three or two).
+  EXPECT_EQ(all_kernel_specs().size(), 216u);
   const std::vector<KernelSpec> specs = all_kernel_specs();
   const auto merged = std::count_if(specs.begin(), specs.end(), [](const KernelSpec& k) { return k.cluster_merge; });
-  EXPECT_EQ(merged, 8);
+  EXPECT_EQ(merged, 12);
   // The kernels cut splits in the contract's blocks (decode_params.hpp mirrors it).
   for (int d : {64, 128, 256}) EXPECT_EQ(decode_split_block(d), builtin_block_n(d));
   // The kernels take every split count the contract allows.
@@ -405,8 +405,9 @@ TEST(KernelSpecs, ShortSplitsOfFewItemsMergeInTheirClusterOnHopper) {
   EXPECT_TRUE(merged(1, 300, 2));
   EXPECT_FALSE(merged(1, 300, 1));  // nothing to merge
   EXPECT_FALSE(merged(4, 68, 4, 4));  // an SM margin holds the CTAs to its SMs
-  s.page_size = 16;
-  EXPECT_FALSE(merged(4, 68, 4));
+  s.page_size = 16;  // a paged cache too
+  EXPECT_TRUE(merged(4, 68, 4));
+  EXPECT_TRUE(at(4, 68, 4).paged);
   s.page_size = 0;
   s.dtype = Dtype::fp8;
   EXPECT_FALSE(merged(4, 68, 4));

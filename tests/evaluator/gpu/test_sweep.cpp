@@ -117,8 +117,8 @@ std::vector<SweepCase> sweep_cases() {
   add("kvapart", S().fp16().b(256).heads(8, 1).lk(64), dec(1));
   add("kvapart", S().b(61).heads(32, 8).lk(125), dec(1));  // 488 items: a persistent grid (a fast DRAM: the sixes)
   add("kvapart", S().b(1).heads(24, 8).lk(10608), dec(24));  // 192 items through the splits
-  // Splits merged in their clusters (cluster_merge_pays, Hopper): each of the four tilings,
-  // empty splits, mixed lengths, Lq > 1, fp16, unpacked.
+  // Splits merged in their clusters (cluster_merge_pays, Hopper): each of the six tilings,
+  // empty splits, mixed lengths, Lq > 1, fp16, unpacked, pages of 1 and 16.
   add("cluster", S().b(4).heads(8, 1).lk(68), dec(4));  // three of four splits empty
   {
     std::vector<int> lens;
@@ -136,6 +136,13 @@ std::vector<SweepCase> sweep_cases() {
   }
   add("cluster", S().b(3).heads(12, 4).lk(500), dec(3, false));  // 64-key tiles, three stages
   add("cluster", S().lq(16).lk(7), dec(4, false));  // more new tokens than keys: early rows see nothing
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 6; ++i) lens.push_back(1 + (i * 331) % 1024);
+    add("cluster", S().b(6).heads(8, 1).lk(1024).page(16), dec(4), lens);  // paged, 128-key tiles
+  }
+  add("cluster", S().b(4).lq(2).heads(16, 4).lk(300).page(1), dec(2));  // pages of one key
+  add("cluster", S().b(25).heads(8, 1).lk(214).page(16), dec(3));       // paged, 64-key tiles
   // Long packed groups (kernel_spec.cpp, long_group_spec): every tiling, each dtype and KV
   // layout, mixed lengths and Lq > 1.
   add("long", S().b(77).heads(71, 1).d(64).lk(1500), dec(1));        // m32n128, D = 64

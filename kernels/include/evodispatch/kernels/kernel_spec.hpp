@@ -84,7 +84,7 @@ KernelSpec spec_for(const Shape&, bool pack_gqa);
 // 64-row tiles in three stages (two CTAs per SM) up to one item per SM, two stages
 // (three CTAs per SM, contiguous KV) up to three per SM. On Hopper and later, two to four
 // splits of at most two blocks over few 16-row items merge in a cluster (cluster_merge;
-// 16-bit contiguous, D = 128, no SM margin). Deterministic in (shape, decision, num_sms).
+// 16-bit cache, D = 128, no SM margin). Deterministic in (shape, decision, num_sms).
 KernelSpec spec_for(const Shape&, const Decision&, int num_sms);
 // The same on the device `hw` describes: its SMs, and its DRAM bandwidth where a rule sizes
 // the bytes in flight by it, and its compute capability (spec_for(shape, decision, num_sms)
