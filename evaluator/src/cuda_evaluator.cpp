@@ -184,9 +184,7 @@ struct CudaEvaluator::Impl {
     RunnerKernels kernels = runner_kernels(c.shape, d, dev);
     if (!tiling.empty()) {
       try {
-        kernels.decode = with_tiling(kernels.decode, tiling);
-        kernels.combine.reset();
-        if (combine_runs(d.num_splits, kernels.decode.cluster_merge)) kernels.combine = combine_spec_for(c.shape);
+        kernels = runner_kernels(c.shape, d, with_tiling(kernels.decode, tiling));
       } catch (const InputError& e) {
         return e.what();
       }

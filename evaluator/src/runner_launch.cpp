@@ -46,9 +46,12 @@ nlohmann::json launched(const RunnerLaunch& l, const LoadedKernelReport& decode,
 }  // namespace
 
 RunnerKernels runner_kernels(const Shape& shape, const Decision& decision, const DeviceInfo& dev) {
-  const Decision d = resolve(decision, shape);
-  RunnerKernels k{spec_for(shape, d, dev), std::nullopt};
-  if (combine_runs(d.num_splits, k.decode.cluster_merge)) k.combine = combine_spec_for(shape);
+  return runner_kernels(shape, decision, spec_for(shape, resolve(decision, shape), dev));
+}
+
+RunnerKernels runner_kernels(const Shape& shape, const Decision& decision, const KernelSpec& decode) {
+  RunnerKernels k{decode, std::nullopt};
+  if (combine_runs(decision.num_splits, decode.cluster_merge)) k.combine = combine_spec_for(shape);
   return k;
 }
 

@@ -745,9 +745,7 @@ bool kv_apart_pays(const KernelSpec& s, const Shape& shape, const Decision& d, s
 // The CTAs of `s` one Hopper SM holds, by shared memory, threads and the registers its
 // launch bound allows.
 std::int64_t resident_ctas(const KernelSpec& s) {
-  const SmLimits hopper = sm_limits(90);
-  return std::min({hopper.smem_bytes_per_sm / (s.smem_bytes() + hopper.smem_reserved_per_cta),
-                   hopper.max_threads_per_sm / s.threads(), hopper.registers_per_sm / (s.threads() * s.max_registers())});
+  return modelled_ctas_per_sm(s.threads(), s.max_registers(), s.smem_bytes(), sm_limits(90));
 }
 
 // The splits of an item merge in their cluster instead of a combine kernel (16-bit cache,

@@ -76,6 +76,11 @@ Plan plan(const Shape& shape, const Decision& decision, const DeviceInfo& hw) {
   return plan(shape, decision, hw, kernel_resources(shape, decision, hw));
 }
 
+int modelled_ctas_per_sm(int threads, int registers_per_thread, int smem_bytes, const SmLimits& sm) {
+  return std::min({sm.max_ctas_per_sm, sm.smem_bytes_per_sm / (smem_bytes + sm.smem_reserved_per_cta),
+                   sm.registers_per_sm / (threads * registers_per_thread), sm.max_threads_per_sm / threads});
+}
+
 SmLimits sm_limits(int cc) {
   SmLimits l;  // Hopper (cc 90) and data-centre Blackwell (cc 100): 228 KiB per SM
   switch (cc) {
@@ -175,12 +180,7 @@ std::int64_t smem_bytes(const Plan& p, const KernelResources& res) {
 // threads; at most the cap either way.
 int decode_ctas_per_sm(const KernelResources& res, int smem, const SmLimits& sm) {
   int per_sm = res.ctas_per_sm;
-  if (per_sm == 0) {
-    per_sm = sm.max_ctas_per_sm;
-    per_sm = std::min(per_sm, sm.smem_bytes_per_sm / (smem + sm.smem_reserved_per_cta));
-    per_sm = std::min(per_sm, sm.registers_per_sm / (res.threads_per_cta * res.registers_per_thread));
-    per_sm = std::min(per_sm, sm.max_threads_per_sm / res.threads_per_cta);
-  }
+  if (per_sm == 0) per_sm = modelled_ctas_per_sm(res.threads_per_cta, res.registers_per_thread, smem, sm);
   if (res.max_ctas_per_sm > 0) per_sm = std::min(per_sm, res.max_ctas_per_sm);
   if (per_sm < 1)
     throw InputError("kernel resources: " + std::to_string(res.threads_per_cta) + " threads x " +

@@ -75,6 +75,9 @@ struct RunnerKernels {
 };
 // Throws InputError for a shape without a kernel.
 RunnerKernels runner_kernels(const Shape&, const Decision&, const DeviceInfo&);
+// The same around a given decode variant (a forced tiling): the combine kernel unless the
+// call has one split or the variant merges its splits in a cluster.
+RunnerKernels runner_kernels(const Shape&, const Decision&, const KernelSpec& decode);
 
 // What the runtime reports of a loaded kernel, where the GPU knows better than the plan's
 // resource model.

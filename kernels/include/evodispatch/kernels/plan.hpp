@@ -56,6 +56,9 @@ struct SmLimits {
 };
 // Unknown capabilities get Hopper's limits (the GPU this project targets).
 SmLimits sm_limits(int cc);
+// The CTAs of `threads` threads, each of `registers_per_thread`, with `smem_bytes` of shared
+// memory, that one SM holds by its limits (the model where the runtime has not said).
+int modelled_ctas_per_sm(int threads, int registers_per_thread, int smem_bytes, const SmLimits&);
 
 struct Plan {
   // Inputs, with the decision resolved (pack_gqa set).
