@@ -177,12 +177,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       };
       // A one-warp CTA copies eight chunks per thread: unrolled, while the length is still
       // on its way, they spilled the ten-CTA fp8 tiles' registers.
-      if constexpr (kThreads == 32) {
-#pragma unroll 1
-        for (int x = tid; x < BM * kChunks; x += kThreads) copy(x);
-      } else {
-        for (int x = tid; x < BM * kChunks; x += kThreads) copy(x);
-      }
+      for_strided<BM * kChunks, kThreads, kThreads == 32 ? 1 : 4>(tid, copy);
     };
     if (split == 0) load_q_tile();
     // A paged cache's split 0 reads the page ids of its first STAGES tiles (keys 0 ..
@@ -266,16 +261,16 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
       // query rows of an empty request's split 0 land before the next item's replace them.
       if (split == 0) cp_async_wait<0>();
       if constexpr (CLUSTER_) {
-        for (int r = tid; r < BM; r += kThreads) row_lse[r] = neg_inf();
+        for_strided<BM, kThreads>(tid, [&](int r) { row_lse[r] = neg_inf(); });
         merge_cluster();
         continue;
       }
-      for (int r = tid; r < BM; r += kThreads) {
+      for_strided<BM, kThreads>(tid, [&](int r) {
         const int gr = row0 + r;
-        if (gr >= rows) continue;
+        if (gr >= rows) return;
         const int i = fast_div(gr, p.heads_div), head = head0 + gr - i * HG;
         p.lse_partial[((static_cast<i64>(split) * p.batch + b) * p.h_q + head) * p.seqlen_q + i] = neg_inf();
-      }
+      });
       continue;
     }
 
@@ -305,7 +300,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
     auto lookup = [&](int j) -> int2 {
       if (j >= k_end) return make_int2(0, 0);
       const int page = fast_div(j, p.page_div);
-      return make_int2(pt[page], j - page * p.page_size);
+      return make_int2(pt[page], j - page * p.page_div.d);
     };
     // The byte offset of a key's K and V rows from the head's first row, as the table holds
     // it: worked out once per key by the thread that stores it, not in the copy loop by
@@ -381,7 +376,7 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         if (x >= STAGES * BN) break;
         int2 e = make_int2(0, 0);
         if (split != 0) e = lookup(j);
-        else if (j < k_end) e = make_int2(early_page[k], j - fast_div(j, p.page_div) * p.page_size);
+        else if (j < k_end) e = make_int2(early_page[k], j - fast_div(j, p.page_div) * p.page_div.d);
         table[x] = row_offset(e);
       }
       __syncthreads();
@@ -746,10 +741,10 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
 
     // Each thread writes 8 consecutive elements of one row: 16-byte stores of the output
     // (two of the fp32 partial), rows of one head contiguous across threads.
-    for (int x = tid; x < BM * kChunks; x += kThreads) {
+    for_strided<BM * kChunks, kThreads>(tid, [&](int x) {
       const int r = x / kChunks, ch = x % kChunks;
       const int gr = row0 + r;
-      if (gr >= rows) continue;
+      if (gr >= rows) return;
       const int i = fast_div(gr, p.heads_div), head = head0 + gr - i * HG;
       float acc[8];
       {
@@ -782,21 +777,21 @@ __global__ void __launch_bounds__(32 * WM_ * WN_, MIN_CTAS_)
         *reinterpret_cast<float4*>(dst) = make_float4(acc[0], acc[1], acc[2], acc[3]);
         *reinterpret_cast<float4*>(dst + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
       }
-    }
+    });
     if constexpr (CLUSTER_) {
       merge_cluster();
       continue;
     }
-    for (int r = tid; r < BM; r += kThreads) {
+    for_strided<BM, kThreads>(tid, [&](int r) {
       const int gr = row0 + r;
-      if (gr >= rows) continue;
+      if (gr >= rows) return;
       const int i = fast_div(gr, p.heads_div), head = head0 + gr - i * HG;
       if (p.num_splits == 1) {
         if (p.lse) p.lse[b * p.lse_batch_stride + head * p.lse_head_stride + i] = row_lse[r];
       } else {
         p.lse_partial[((static_cast<i64>(split) * p.batch + b) * p.h_q + head) * p.seqlen_q + i] = row_lse[r];
       }
-    }
+    });
     __syncthreads();  // the next item reuses Q, the table and the stages
   }
 }

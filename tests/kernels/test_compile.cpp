@@ -1128,28 +1128,34 @@ TEST(KernelSpecs, OneCausalQueryTokenIsNotCausalForTheKernels) {
   EXPECT_EQ(decode_params_for(s, d, spec_for(s, true)).causal, 0);
 }
 
-TEST(KernelSpecs, DecodeParamsFirstReadsShareTwoConstantLines) {
-  // The parameters start at byte 0x210 of their constant bank, whose 64-byte lines stall
-  // the first read of each: what a CTA reads before its first load sits in bytes 0x200 to
-  // 0x27f, the line of the driver's constants and the next.
-  constexpr std::size_t kLinesEnd = 0x280 - 0x210;
-  auto within = [&](std::size_t offset, std::size_t bytes) { return offset + bytes <= kLinesEnd; };
-  EXPECT_TRUE(within(offsetof(DecodeParams, num_work_items), sizeof(int)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, cta_sms), sizeof(int*)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, m_tiles_div), sizeof(FastDivisor)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, groups_div), sizeof(FastDivisor)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, h_kv_div), sizeof(FastDivisor)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, batch_div), sizeof(FastDivisor)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, splits_div), sizeof(FastDivisor)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, cache_seqlens), sizeof(int*)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, num_splits), sizeof(int)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, qpk), sizeof(int)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, heads_per_group), sizeof(int)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, rows_per_group), sizeof(int)));
-  EXPECT_TRUE(within(offsetof(DecodeParams, heads_div), sizeof(FastDivisor)));
+TEST(KernelSpecs, DecodeParamsAreLaidOutInTheOrderACtaReadsThem) {
+  // The parameters start at byte 0x210 of their constant bank: 64-byte lines, each a stall
+  // on its first read, in 256-byte blocks. [from, to): the bank's bytes a field must lie in.
+  auto in = [](std::size_t offset, std::size_t bytes, std::size_t from, std::size_t to) {
+    return 0x210 + offset >= from && 0x210 + offset + bytes <= to;
+  };
+#define EVO_FIELD(f) offsetof(DecodeParams, f), sizeof(DecodeParams::f)
   // The loop bound, the SM record and the item's first three indices: the driver's line.
-  EXPECT_TRUE(offsetof(DecodeParams, cta_sms) + sizeof(int*) <= 0x240 - 0x210);
-  EXPECT_TRUE(offsetof(DecodeParams, h_kv_div) + sizeof(FastDivisor) <= 0x240 - 0x210);
+  for (auto [at, bytes] : {std::pair{EVO_FIELD(num_work_items)}, {EVO_FIELD(cta_sms)}, {EVO_FIELD(m_tiles_div)},
+                           {EVO_FIELD(groups_div)}, {EVO_FIELD(h_kv_div)}})
+    EXPECT_TRUE(in(at, bytes, 0x200, 0x240)) << at;
+  // The rest of the item, its length's address and its rows: the next line.
+  for (auto [at, bytes] : {std::pair{EVO_FIELD(batch_div)}, {EVO_FIELD(splits_div)}, {EVO_FIELD(cache_seqlens)},
+                           {EVO_FIELD(num_splits)}, {EVO_FIELD(qpk)}, {EVO_FIELD(heads_per_group)},
+                           {EVO_FIELD(rows_per_group)}, {EVO_FIELD(heads_div)}, {EVO_FIELD(seqlen_q)}})
+    EXPECT_TRUE(in(at, bytes, 0x240, 0x280)) << at;
+  // Q's and the K/V copies' addresses (paged too), and the causal limit: the rest of the first block.
+  for (auto [at, bytes] : {std::pair{EVO_FIELD(q)}, {EVO_FIELD(q_batch_stride)}, {EVO_FIELD(q_head_stride)},
+                           {EVO_FIELD(k)}, {EVO_FIELD(v)}, {EVO_FIELD(k_batch_stride)}, {EVO_FIELD(k_head_stride)},
+                           {EVO_FIELD(v_batch_stride)}, {EVO_FIELD(v_head_stride)}, {EVO_FIELD(page_table)},
+                           {EVO_FIELD(page_table_batch_stride)}, {EVO_FIELD(page_div)}, {EVO_FIELD(causal)}})
+    EXPECT_TRUE(in(at, bytes, 0x280, 0x300)) << at;
+  // The softmax's scale and a one-split epilogue's outputs: one line, read once the copies fly.
+  for (auto [at, bytes] : {std::pair{EVO_FIELD(scale_log2)}, {EVO_FIELD(out)}, {EVO_FIELD(lse)},
+                           {EVO_FIELD(out_batch_stride)}, {EVO_FIELD(out_head_stride)}, {EVO_FIELD(lse_batch_stride)},
+                           {EVO_FIELD(lse_head_stride)}})
+    EXPECT_TRUE(in(at, bytes, 0x300, 0x340)) << at;
+#undef EVO_FIELD
 }
 
 TEST(KernelSpecs, OneVariantServesBothPackings) {

@@ -80,12 +80,13 @@ EVO_HD inline int take_mod(int& n, FastDivisor f) {
 // One decode-attention call. Strides are in elements; the innermost (head_dim) dimension
 // must be contiguous and every row 16-byte aligned (the kernels load 16 bytes at a time).
 struct DecodeParams {
-  // First, what a decode CTA reads before its first memory access. A kernel's parameters
-  // sit in a constant bank at byte 0x210, fetched in 64-byte lines, and a warp stalls on
-  // the first read of each line: these 48 bytes share their line with the driver's
-  // constants at 0x200 (0x208 describes every global access), the next 64 fill one line.
-  // Scattered, the fields of a CTA's first instructions cost three serial misses before
-  // its first load (Nsight Compute on an H200: docs/performance.md).
+  // Ordered by when a decode CTA first reads a field. The parameters sit in a constant bank
+  // from byte 0x210, fetched in 64-byte lines, and a warp stalls on the first read of each
+  // line; the lines of bytes 0x300 and on came in later still (a second 256-byte block).
+  // Nsight Compute on an H200 counted seven lines, each a serial stall, before a short
+  // CTA's first K/V copy. Here the item's indices and its length's address share the
+  // driver's line at 0x200 and the next; Q's and K/V's addresses the two after; the rest,
+  // first read once the copies are in flight, the second block (docs/performance.md).
   int num_work_items;  // batch * h_kv * num_splits * groups_per_kv_head * m_tiles
   FastDivisor m_tiles_div, groups_div, h_kv_div;  // an item's indices (the divisors below)
   int* cta_sms;        // [grid] or null: CTA i writes the SM it runs on (the evaluator's check)
@@ -96,35 +97,40 @@ struct DecodeParams {
   int heads_per_group;       // pack_gqa ? qpk : 1 (the work decomposition below)
   int rows_per_group;        // heads_per_group * seqlen_q
   FastDivisor heads_div;
+  int seqlen_q;
 
-  // Inputs.
-  const void* q;              // [B, Lq, Hq, D]
-  const void* k;              // [B, Lk_max, Hkv, D] contiguous, [num_pages, page_size, Hkv, D] paged
-  const void* v;              // as k
-  const int* page_table;      // [B, max_pages] (paged only)
+  // Inputs. k/v: [B, Lk_max, Hkv, D] contiguous, [num_pages, page_size, Hkv, D] paged.
+  const void* q;  // [B, Lq, Hq, D]
+  long long q_batch_stride, q_row_stride, q_head_stride;
+  const void* k;
+  const void* v;
+  long long k_batch_stride, k_row_stride, k_head_stride;  // batch stride = page stride when paged
+  long long v_batch_stride, v_row_stride, v_head_stride;  // paged: K's batch and row strides
+  const int* page_table;  // [B, max_pages] (paged only)
+  long long page_table_batch_stride;
+  FastDivisor page_div;  // of page_size (its d is the page size)
+  int causal;            // 1: token i of Lq sees keys [0, len - Lq + i]
+
+  // The second block's first line: the softmax's scale (read as the first tile's copies
+  // are in flight) and what the epilogue of a call of one split reads.
+  float scale_log2;  // softmax_scale * log2(e): scores go through exp2
+  int batch;
+  void* out;  // [B, Lq, Hq, D] in the input dtype
+  float* lse;  // [B, Hq, Lq] natural-log sum of exp, or null
+  long long out_batch_stride, out_row_stride, out_head_stride;
+  long long lse_batch_stride, lse_head_stride;  // the Lq dimension is contiguous
+
+  float* o_partial;    // [num_splits, B, Lq, Hq, D] fp32, dense (num_splits > 1)
+  float* lse_partial;  // [num_splits, B, Hq, Lq] fp32, dense (num_splits > 1)
+  int h_q, h_kv;
   // fp8 KV cache only: the true K (V) of KV head h of request b is the stored value times
   // k_descale[b * descale_batch_stride + h * descale_head_stride] (v_descale): FA3's
   // [B, Hkv] tensors, or one value per tensor with both strides 0. Positive.
   const float* k_descale;
   const float* v_descale;
-
-  // Outputs.
-  void* out;                  // [B, Lq, Hq, D] in the input dtype
-  float* lse;                 // [B, Hq, Lq] natural-log sum of exp, or null
-  float* o_partial;           // [num_splits, B, Lq, Hq, D] fp32, dense (num_splits > 1)
-  float* lse_partial;         // [num_splits, B, Hq, Lq] fp32, dense (num_splits > 1)
-
-  long long q_batch_stride, q_row_stride, q_head_stride;
-  long long k_batch_stride, k_row_stride, k_head_stride;  // batch stride = page stride when paged
-  long long v_batch_stride, v_row_stride, v_head_stride;  // paged: K's batch and row strides
-  long long out_batch_stride, out_row_stride, out_head_stride;
-  long long lse_batch_stride, lse_head_stride;  // the Lq dimension is contiguous
-  long long page_table_batch_stride;
   long long descale_batch_stride, descale_head_stride;
-
-  int batch, seqlen_q, h_q, h_kv;
+  float softmax_scale;
   int page_size;  // 0 = contiguous
-  int causal;     // 1: token i of Lq sees keys [0, len - Lq + i]
 
   // Work decomposition, filled by the host (see kernel_spec.hpp: decode_params_for).
   // A head group is the set of query heads one CTA serves: all qpk heads of a KV head
@@ -135,12 +141,9 @@ struct DecodeParams {
   int m_tiles;             // ceil(rows_per_group / block_m)
 
   // The kernels' runtime divisors as fast_divisor(...) of m_tiles, groups_per_kv_head, h_kv,
-  // batch, num_splits, heads_per_group (at the top), page_size, and (the combine kernel's
+  // batch, num_splits, heads_per_group, page_size (at the top), and (the combine kernel's
   // rows) h_q and seqlen_q; decode_params_for fills them with the fields.
-  FastDivisor page_div, h_q_div, seqlen_q_div;
-
-  float softmax_scale;
-  float scale_log2;        // softmax_scale * log2(e): scores go through exp2
+  FastDivisor h_q_div, seqlen_q_div;
 };
 
 // Byte offsets of the decode kernel's dynamic shared memory, one 128-byte aligned region
