@@ -2,13 +2,13 @@
 """Fresh shapes in bands of work items, to check a kernel rule on shapes it was not fitted
 to: from the shapes of a domain draw (`evodispatch decide --json` over it, one JSON object
 per line), each distinct shape once, those of --head-dim with at most --max-rows packed query
-rows per KV head, --max-keys keys and --max-gb of K/V cache, and not in any --exclude
+rows per KV head, --max-keys keys and --min-gb to --max-gb of K/V cache, and not in any --exclude
 workload; then --per-band of them at random (--seed) in each band of 16-row work items at
 one split (requests x KV heads x m tiles), as a workload on standard output, fewest items
 first.
 
     band_sample.py decisions.jsonl --head-dim 128 --bands 133-264,265-396 [--per-band 8]
-        [--seed 1] [--max-rows 16] [--max-keys N] [--max-gb G] [--page-size P]
+        [--seed 1] [--max-rows 16] [--max-keys N] [--min-gb G] [--max-gb G] [--page-size P]
         [--exclude W.json ...] [--name NAME]
 
 One random stream serves the bands in the order given, so a draw is reproducible from its
@@ -70,6 +70,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-rows", type=int, default=16)
     ap.add_argument("--max-keys", type=int)
+    ap.add_argument("--min-gb", type=float)
     ap.add_argument("--max-gb", type=float)
     ap.add_argument("--page-size", type=int, default=0)
     ap.add_argument("--exclude", nargs="*", default=[])
@@ -86,6 +87,8 @@ def main():
         if s["head_dim"] != args.head_dim or rows_per_group(s) > args.max_rows:
             continue
         if args.max_keys is not None and s["seqlen_k"] > args.max_keys:
+            continue
+        if args.min_gb is not None and kv_bytes(s) < args.min_gb * 1e9:
             continue
         if args.max_gb is not None and kv_bytes(s) > args.max_gb * 1e9:
             continue

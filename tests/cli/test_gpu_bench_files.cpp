@@ -248,6 +248,18 @@ TEST_F(BandSampleScript, DrawsEachBandWithinTheFiltersReproducibly) {
   EXPECT_NE(sample(jsonl, "--head-dim 128 --bands 40-100,150-250 --per-band 2 --seed 6").out, r.out);
 }
 
+TEST_F(BandSampleScript, KeepsCachesBetweenMinAndMaxGb) {
+  // B x 1000 keys x 4 KV heads x 128 x 2 (K and V) x 2 bytes: B x 2.048 MB, 20-123 MB.
+  std::string jsonl;
+  for (int b = 10; b <= 60; b += 5) jsonl += model_shape(b, 1000, 32, 4, 128).dump() + "\n";
+  const CommandResult r = sample(jsonl, "--head-dim 128 --bands 1-1000 --per-band 100 --min-gb 0.05 --max-gb 0.1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto drawn = nlohmann::json::parse(r.out);
+  std::vector<int> batches;
+  for (const auto& s : drawn["shapes"]) batches.push_back(s["batch"].get<int>());
+  EXPECT_EQ(batches, (std::vector<int>{25, 30, 35, 40, 45})) << r.out;
+}
+
 TEST_F(BandSampleScript, NamesTheBandThatDoesNotParseAndTheOneNothingFills) {
   const std::string jsonl = model_shape(10, 1000, 32, 4, 128).dump() + "\n";
   CommandResult r = sample(jsonl, "--head-dim 128 --bands 40-x");
