@@ -12,7 +12,9 @@
 # Writes $OUT/profile/<B>x<LK>_h<HQ>-<HKV>_s<SPLITS>.csv (ncu's raw rows) and
 # $OUT/profile/summary.json, and prints a table; `gpu-profile.sh --summarize DIR` prints
 # the table again from such a folder (here, no GPU needed). sm_active_*: the SMs' busy
-# cycles (least busy, mean, busiest) over the kernel's elapsed cycles.
+# cycles (least busy, mean, busiest) over the kernel's elapsed cycles. With SASS=1, also
+# where the decode kernel's warps waited, per SASS instruction (ncu's SourceCounters):
+# <tag>.sass.csv, and bench/gpu/sass_stalls.py's summary of it in <tag>.stalls.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 summarize() {
@@ -94,8 +96,20 @@ EOF
       -k regex:'decode_kernel|combine_kernel' -c 2 --metrics "$metrics" \
       "$bin" bench --device cuda:0 --workload "$wl" --policy "fixed:$s" --db "$db" --remeasure \
       >"$out/$tag.csv" 2>"$out/$tag.log" || echo "gpu-profile: $tag failed (see $tag.log)"
+    if [ "${SASS:-0}" = 1 ]; then
+      # A launch of the timing loop (-s 2: after the numeric check's), sampled every 32 cycles.
+      "$ncu_bin" --clock-control none --cache-control all --target-processes all -k regex:decode_kernel -s 2 -c 1 \
+        --section SourceCounters --section WarpStateStats --warp-sampling-interval 0 -o "$out/$tag" -f \
+        "$bin" bench --device cuda:0 --workload "$wl" --policy "fixed:$s" --db "$db" --remeasure \
+        >"$out/$tag.sass.log" 2>&1 &&
+        "$ncu_bin" --import "$out/$tag.ncu-rep" --page source --csv --print-source sass >"$out/$tag.sass.csv" &&
+        python3 bench/gpu/sass_stalls.py "$out/$tag.sass.csv" >"$out/$tag.stalls.md" ||
+        echo "gpu-profile: $tag's SASS profile failed (see $tag.sass.log)"
+      rm -f "$out/$tag.ncu-rep"
+    fi
   done
   rm -f "$wl"
 done
 rm -rf "$work_cache"
 summarize "$out" --json
+if [ "${SASS:-0}" = 1 ]; then cat "$out"/*.stalls.md 2>/dev/null; fi

@@ -2,7 +2,8 @@
 // step of scripts/gpu-kernels.sh) recovers the fixed cost and streaming rate that a bench
 // output was made of, fp8_twins.py pairs each fp8 cache with its 16-bit twin,
 // fp8_sample.py draws fresh fp8 caches with their twins, band_sample.py fresh shapes in bands
-// of work items, and ab_times.py compares two builds.
+// of work items, ab_times.py compares two builds, and sass_stalls.py sums Nsight Compute's
+// per-instruction warp samples.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -274,6 +275,54 @@ TEST_F(BandSampleScript, NamesTheBandThatDoesNotParseAndTheOneNothingFills) {
 }
 
 }  // namespace
+
+class SassStallsScript : public DecisionsScript {
+ protected:
+  // ncu's source page as `--page source --csv --print-source sass` writes it: a note, the
+  // kernel's name, then one row per SASS instruction.
+  CommandResult summarize(const std::string& rows, const std::string& args = "") {
+    const std::string page =
+        "==WARNING== a note of ncu's\n\"Kernel Name\",\"void decode_kernel<128>(DecodeParams)\",\n"
+        "\"Address\",\"Source\",\"Warp Stall Sampling (All Samples)\",\"stall_imc\",\"stall_long_sb\","
+        "\"stall_imc (Not Issued)\"\n" + rows;
+    std::ofstream(dir_ / "source.csv") << page;
+    return run_command("python3 '" + (kBenchGpu / "sass_stalls.py").string() + "' '" + (dir_ / "source.csv").string() +
+                       "' --json '" + (dir_ / "stalls.json").string() + "' " + args);
+  }
+};
+
+TEST_F(SassStallsScript, CountsEachReasonAndTheConstantLinesInTheOrderFirstRead) {
+  const CommandResult r = summarize(
+      "\"0x0\",\"ULDC.64 UR4, c[0x0][0x238]\",\"90\",\"88\",\"0\",\"88\"\n"
+      "\"0x10\",\"ULDC UR5, c[0x0][0x35c]\",\"70\",\"70\",\"0\",\"70\"\n"
+      "\"0x20\",\"ULDC UR6, c[0x0][0x210]\",\"1\",\"0\",\"0\",\"0\"\n"  // 0x200's line again
+      "\"0x30\",\"ISETP.GT.AND P2, PT, R158, R113, PT\",\"1,039\",\"0\",\"1,039\",\"0\"\n",
+      "--top 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(dir_ / "stalls.json");
+  const auto s = nlohmann::json::parse(in).at(0);
+  EXPECT_EQ(s["instructions"], 4);
+  EXPECT_EQ(s["samples"], 1200);
+  EXPECT_EQ(s["by_reason"]["long_sb"], 1039);
+  EXPECT_EQ(s["by_reason"]["imc"], 158);  // "Not Issued" columns are not counted twice
+  ASSERT_EQ(s["constant_lines"].size(), 2u) << s;
+  EXPECT_EQ(s["constant_lines"][0]["line"], "0x200");
+  EXPECT_EQ(s["constant_lines"][0]["imc_samples"], 88);
+  EXPECT_EQ(s["constant_lines"][1]["line"], "0x340");
+  EXPECT_EQ(s["constant_lines"][1]["instruction"], 1);
+  ASSERT_EQ(s["hot"].size(), 2u);  // --top 2: the two with most samples, in program order
+  EXPECT_EQ(s["hot"][0]["instruction"], 0);
+  EXPECT_EQ(s["hot"][1]["reason"], "long_sb");
+  EXPECT_NE(r.out.find("| long_sb | 1039 | 86.6% |"), std::string::npos) << r.out;
+}
+
+TEST_F(SassStallsScript, NamesAFileWithoutTheSourceTable) {
+  std::ofstream(dir_ / "details.csv") << "\"ID\",\"Kernel Name\",\"Metric Name\"\n\"0\",\"k\",\"Duration\"\n";
+  const CommandResult r =
+      run_command("python3 '" + (kBenchGpu / "sass_stalls.py").string() + "' '" + (dir_ / "details.csv").string() + "'");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("details.csv: no source table"), std::string::npos) << r.err;
+}
 
 class AbTimesScript : public Fp8EdgeScript {
  protected:
