@@ -84,9 +84,10 @@ struct DecodeParams {
   // from byte 0x210, fetched in 64-byte lines, and a warp stalls on the first read of each
   // line; the lines of bytes 0x300 and on came in later still (a second 256-byte block).
   // Nsight Compute on an H200 counted seven lines on a short CTA's way to its first tile,
-  // each a serial stall, four of them before its length's load. Here the item's indices and its length's address share the
-  // driver's line at 0x200 and the next; Q's and K/V's addresses the two after; the rest,
-  // first read once the copies are in flight, the second block (docs/performance.md).
+  // each a serial stall, four of them before its length's load. Here the item's indices
+  // and its length's address share the driver's line at 0x200 and the next; Q's and K/V's
+  // addresses the two after; the rest, first read once the copies are in flight, the
+  // second block (docs/performance.md).
   int num_work_items;  // batch * h_kv * num_splits * groups_per_kv_head * m_tiles
   FastDivisor m_tiles_div, groups_div, h_kv_div;  // an item's indices (the divisors below)
   int* cta_sms;        // [grid] or null: CTA i writes the SM it runs on (the evaluator's check)
