@@ -206,27 +206,20 @@ struct CudaEvaluator::Impl {
     DecodeParams params = buf.params(p.launch.base, set, with_lse);
     params.cta_sms = cta_sms;
     void* args[] = {&params};
+    cudaLaunchConfig_t decode = {};
+    decode.gridDim = dim3(static_cast<unsigned>(plan.grid_ctas));
+    decode.blockDim = dim3(static_cast<unsigned>(plan.threads_per_cta));
+    decode.dynamicSmemBytes = static_cast<std::size_t>(plan.smem_bytes_per_cta);
+    decode.stream = s();
+    // Merged in their clusters, the splits of an item are one cluster (kernels/cuda/decode.cuh).
+    cudaLaunchAttribute cluster[1] = {};
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim = {static_cast<unsigned>(plan.num_splits), 1, 1};
     if (plan.cluster_merge) {
-      // The splits of an item are one cluster (kernels/cuda/decode.cuh).
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(static_cast<unsigned>(plan.grid_ctas));
-      cfg.blockDim = dim3(static_cast<unsigned>(plan.threads_per_cta));
-      cfg.dynamicSmemBytes = static_cast<std::size_t>(plan.smem_bytes_per_cta);
-      cfg.stream = s();
-      cudaLaunchAttribute cluster[1] = {};
-      cluster[0].id = cudaLaunchAttributeClusterDimension;
-      cluster[0].val.clusterDim.x = static_cast<unsigned>(plan.num_splits);
-      cluster[0].val.clusterDim.y = 1;
-      cluster[0].val.clusterDim.z = 1;
-      cfg.attrs = cluster;
-      cfg.numAttrs = 1;
-      check(cudaLaunchKernelExC(&cfg, p.decode->func(), args), "launch decode kernel (clusters)");
-    } else {
-      check(cudaLaunchKernel(p.decode->func(), dim3(static_cast<unsigned>(plan.grid_ctas)),
-                             dim3(static_cast<unsigned>(plan.threads_per_cta)), args,
-                             static_cast<std::size_t>(plan.smem_bytes_per_cta), s()),
-            "launch decode kernel");
+      decode.attrs = cluster;
+      decode.numAttrs = 1;
     }
+    check(cudaLaunchKernelExC(&decode, p.decode->func(), args), "launch decode kernel");
     if (!plan.combine) return;
     // Programmatic dependent launch on Hopper and later: the combine kernel is scheduled
     // while the decode kernel runs and waits for it on the device (kernels/cuda/common.cuh).
