@@ -106,6 +106,19 @@ void DecodeBuffers::spread_query_rows(const Stream& stream) {
   }
 }
 
+void DecodeBuffers::poison_past_lengths(const Stream& stream) {
+  const std::int64_t row_bytes = std::int64_t{shape_.h_kv} * shape_.head_dim * dtype_bytes(shape_.dtype);
+  for (int set = 0; set < sets_; ++set)
+    for (int b = 0; b < shape_.batch; ++b) {
+      const int len = seqlens_[static_cast<std::size_t>(b)];
+      if (len == shape_.seqlen_k) continue;
+      const std::int64_t at = (std::int64_t{b} * shape_.seqlen_k + len) * row_bytes;
+      const auto bytes = static_cast<std::size_t>((shape_.seqlen_k - len) * row_bytes);
+      for (void* t : {k(set), v(set)})
+        check(cudaMemsetAsync(static_cast<char*>(t) + at, 0xff, bytes, stream.get()), "poison the rows past the lengths");
+    }
+}
+
 std::vector<float> case_descales(const MeasureCase& c, std::uint64_t seed) {
   const std::size_t n = c.per_tensor_descale ? 1 : static_cast<std::size_t>(c.shape.batch) * c.shape.h_kv;
   std::vector<float> d(2 * n);
@@ -138,6 +151,7 @@ DecodeBuffers::DecodeBuffers(const MeasureCase& c, int max_splits, int sets, Sup
                           stream.get()),
           "copy descales");
   }
+  if (shape_.page_size == 0) poison_past_lengths(stream);
   seqlens_d_ = DeviceBuffer(seqlens_.size() * sizeof(int));
   check(cudaMemcpyAsync(seqlens_d_.get(), seqlens_.data(), seqlens_d_.size(), cudaMemcpyHostToDevice, stream.get()),
         "copy cache_seqlens");

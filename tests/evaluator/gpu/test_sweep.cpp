@@ -3,6 +3,7 @@
 // 256; qpk 1, 3, 7, 8, 16 and Hq=28/Hkv=4, Hq=71/Hkv=1; num_splits above nblk and many
 // splits over few rows; sm_margin 0 and 100; Lq 1, 4, 16; bf16 and fp16; head_dim 64, 128,
 // 256; an fp8 KV cache with per-head and per-tensor descales under bf16 and fp16 queries.
+// Rows of a contiguous cache past a request's length are NaN (DecodeBuffers).
 // Check only (no timing), so the sweep stays well under a minute once the kernels are
 // compiled.
 #include <cstdlib>
@@ -117,6 +118,21 @@ std::vector<SweepCase> sweep_cases() {
   add("kvapart", S().fp16().b(256).heads(8, 1).lk(64), dec(1));
   add("kvapart", S().b(61).heads(32, 8).lk(125), dec(1));  // 488 items: a persistent grid (a fast DRAM: the sixes)
   add("kvapart", S().b(1).heads(24, 8).lk(10608), dec(24));  // 192 items through the splits
+  // Requests shorter than a K/V tile, over caches whose rows past the lengths are NaN
+  // (DecodeBuffers::poison_past_lengths): one-tile items with K and V apart, 128-key tiles,
+  // the two-warp 32-key tiles, fp8, D = 256 and D = 64, with split calls.
+  {
+    std::vector<int> lens;
+    for (int i = 0; i < 9; ++i) lens.push_back(1 + i * 7);  // 1 .. 57 keys
+    add("early", S().b(9).heads(64, 8).lk(64), dec(1), lens);
+    add("early", S().b(9).heads(64, 8).lk(128), dec(1), lens);
+    add("early", S().fp8().b(9).heads(32, 8).lk(100), dec(2), lens);
+    add("early", S().fp16().b(9).heads(16, 2).d(256).lk(100), dec(1), lens);
+    add("early", S().b(9).lq(2).heads(16, 2).d(64).lk(300), dec(3), lens);
+    std::vector<int> many;
+    for (int i = 0; i < 60; ++i) many.push_back(1 + (i * 13) % 100);
+    add("early", S().b(60).heads(32, 8).lk(100), dec(1), many);  // 480 items
+  }
   // Splits merged in their clusters (cluster_merge_pays, Hopper): each of the six tilings,
   // empty splits, mixed lengths, Lq > 1, fp16, unpacked, pages of 1 and 16.
   add("cluster", S().b(4).heads(8, 1).lk(68), dec(4));  // three of four splits empty
