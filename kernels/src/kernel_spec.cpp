@@ -640,10 +640,38 @@ KernelSpec few_items_d128_spec(const Shape& shape, const Decision& d, std::int64
   return decode_spec(shape, 16, wide);
 }
 
+// Groups of 17-32 rows, two 16-row tiles (Hq / Hkv of 17-32 packed over one token), 16-bit,
+// contiguous, D = 128, no margin, on a fast DRAM, over splits of more than one block: 16-row
+// tiles, the 128-key ones of one CTA per SM up to one item per SM, and past that, over
+// splits of up to eight blocks, the 64-key ones of two per SM up to two items per SM. A
+// group's two tiles run side by side and the second finds most of their KV in L2, so the
+// pair streams like one 16-row item with twice the CTAs behind it, where long_group_spec's
+// 32- and 64-row tiles (one CTA per item, the 64-row ones half padding) have half the CTAs.
+// On an H200 (docs/performance.md "On an H200 (forty-third session)"), every tiling forced on
+// 26 shapes of 20-64 rows: B=8 Lk=4096 Hq=64 Hkv=2 14.74 us over 4 splits in 128-key tiles
+// against 15.66 over 8 in long_group_spec's 64-row ones, B=5 Lk=5000 Hq=40 Hkv=2 13.07
+// against 13.71, B=2 Lk=8192 Hq=64 Hkv=2 over 32 splits (256 items) 11.05 in 64-key tiles
+// against 11.94; over three or four 16-row tiles (Hq=40 or 64 over one KV head) the 32- and
+// 64-row tiles stayed ahead. Against the build before on 28 fresh shapes
+// (bench/gpu/paired-rows-fresh.json), the 64-key tiles lost 2-4% over splits of 12-26
+// blocks at 192 items (B=12 Lk=12194 Hq=24 Hkv=1 over 8 splits), hence the eight.
+std::optional<KernelSpec> paired_rows_spec(const Shape& shape, const Decision& d, const WorkDecomposition& rows16,
+                                           int num_sms, bool fast_dram) {
+  if (rows16.m_tiles != 2 || shape.head_dim != 128 || shape.dtype == Dtype::fp8 || shape.page_size > 0) return {};
+  if (d.sm_margin > 0 || !fast_dram) return {};
+  const int blocks = blocks_per_split(shape, d);
+  if (blocks < 2) return {};
+  if (rows16.items <= num_sms) return decode_spec(shape, 16, true);
+  if (rows16.items <= 2 * std::int64_t{num_sms} && blocks <= 8) return decode_spec(shape, 16, false);
+  return {};
+}
+
 // `d` resolved; `rows16` its work in 16-row items.
 KernelSpec tiling_for(const Shape& shape, const Decision& d, const WorkDecomposition& rows16, int num_sms,
                       double mem_bw_bytes_per_s) {
   const std::int64_t sms = std::max(1, num_sms - d.sm_margin);
+  const bool fast_dram = mem_bw_bytes_per_s >= kFastDramBytesPerS;
+  if (auto paired = paired_rows_spec(shape, d, rows16, num_sms, fast_dram)) return *paired;
   // Tiling the rows by 16 re-reads the KV of a group once per tile (through L2): worth it
   // only while it buys parallelism, i.e. while the 16-row items fit one wave.
   if (rows16.rows_per_group > 16 && rows16.items > sms) return long_group_spec(shape, d, num_sms, sms);
@@ -693,7 +721,6 @@ KernelSpec tiling_for(const Shape& shape, const Decision& d, const WorkDecomposi
   // 2-4% slower (B=25 Lk=683 Hq=128 Hkv=8 18.9 us against 18.3).
   if (shape.head_dim == 64 && !fp8 && (stacked ? items > sms : paged && 2 * items > 3 * sms))
     return d64_16bit_spec(query_dtype(shape), items, sms, blocks_per_split(shape, d), paged);
-  const bool fast_dram = mem_bw_bytes_per_s >= kFastDramBytesPerS;
   if (shape.head_dim == 128 && !margin && items > 3 * sms && (blocks_per_split(shape, d) > 1 || fp8 || paged || fast_dram))
     return many_items_d128_spec(query_dtype(shape), fp8, items, sms, paged);
   if (!fp8 && stacked && shape.head_dim == 128 && 4 * items <= 3 * sms)

@@ -660,6 +660,39 @@ TEST(KernelSpecs, AFastDramKeepsMoreFp8BytesInFlightUpToOneItemPerSm) {
   }
 }
 
+TEST(KernelSpecs, AFastDramRunsGroupsOfTwoSixteenRowTilesInSixteenRowTiles) {
+  DeviceInfo h100, h200;
+  h100.num_sms = h200.num_sms = 132;
+  h100.mem_bw_bytes_per_s = 3.35e12;
+  h200.mem_bw_bytes_per_s = 4.8e12;
+  const Shape s{8, 1, 4096, 64, 2, 128};  // 32 rows: 32 16-row items per split
+  // Up to one item per SM (4 splits: 128 items), the 128-key tiles of one CTA per SM.
+  const KernelSpec one = spec_for(s, Decision{4, true, 0}, h200);
+  EXPECT_EQ(one.block_m, 16);
+  EXPECT_EQ(one.block_n, 128);
+  // Up to two (8 splits of 4 blocks: 256 items), the 64-key tiles of two.
+  const KernelSpec two = spec_for(s, Decision{8, true, 0}, h200);
+  EXPECT_EQ(two.block_m, 16);
+  EXPECT_EQ(two.block_n, 64);
+  EXPECT_EQ(two.stages, 3);
+  // Splits of more than eight blocks past one item per SM, more than two items per SM,
+  // splits of one block: long_group_spec's tiles, as on an H100.
+  const Shape longer{8, 1, 20000, 64, 2, 128};  // 8 splits of 20 blocks
+  EXPECT_EQ(spec_for(longer, Decision{8, true, 0}, h200), spec_for(longer, Decision{8, true, 0}, h100));
+  EXPECT_GT(spec_for(longer, Decision{8, true, 0}, h200).block_m, 16);
+  EXPECT_GT(spec_for(s, Decision{12, true, 0}, h200).block_m, 16);
+  EXPECT_EQ(spec_for(s, Decision{32, true, 0}, h200), spec_for(s, Decision{32, true, 0}, h100));
+  // An H100's DRAM, a margin, fp8, pages, three 16-row tiles (48 rows), D = 64: as before.
+  EXPECT_EQ(spec_for(s, Decision{8, true, 0}, h100).block_m, 64);
+  EXPECT_EQ(spec_for(s, Decision{8, true, 4}, h200), spec_for(s, Decision{8, true, 4}, h100));
+  for (const Shape& other : {Shape{8, 1, 4096, 64, 2, 128, Dtype::fp8}, Shape{8, 1, 4096, 64, 2, 128, Dtype::bf16, 16},
+                             Shape{8, 1, 4096, 96, 2, 128}, Shape{8, 1, 4096, 64, 2, 64}})
+    EXPECT_EQ(spec_for(other, Decision{8, true, 0}, h200), spec_for(other, Decision{8, true, 0}, h100));
+  // Every variant it picks is among the compiled ones.
+  const auto all = all_kernel_specs();
+  for (const KernelSpec& k : {one, two}) EXPECT_NE(std::find(all.begin(), all.end(), k), all.end()) << k.name();
+}
+
 TEST(KernelSpecs, AFastDramRunsSplitsOfOneBlockPastThreeItemsPerSmInTwoWarpTiles) {
   DeviceInfo h100, h200;
   h100.num_sms = h200.num_sms = 132;
