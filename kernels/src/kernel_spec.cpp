@@ -640,8 +640,8 @@ KernelSpec few_items_d128_spec(const Shape& shape, const Decision& d, std::int64
   return decode_spec(shape, 16, wide);
 }
 
-// Groups of 17-32 rows, two 16-row tiles (Hq / Hkv of 17-32 packed over one token), 16-bit,
-// contiguous, D = 128, no margin, on a fast DRAM, over splits of more than one block: 16-row
+// Groups of 17-32 rows, two 16-row tiles (Hq / Hkv x Lq of 17-32 packed), 16-bit, D = 128,
+// no margin, on a fast DRAM, over splits of more than one block: 16-row
 // tiles, the 128-key ones of one CTA per SM up to one item per SM, and past that, over
 // splits of up to eight blocks, the 64-key ones of two per SM up to two items per SM. A
 // group's two tiles run side by side and the second finds most of their KV in L2, so the
@@ -654,10 +654,13 @@ KernelSpec few_items_d128_spec(const Shape& shape, const Decision& d, std::int64
 // against 11.94; over three or four 16-row tiles (Hq=40 or 64 over one KV head) the 32- and
 // 64-row tiles stayed ahead. Against the build before on 28 fresh shapes
 // (bench/gpu/paired-rows-fresh.json), the 64-key tiles lost 2-4% over splits of 12-26
-// blocks at 192 items (B=12 Lk=12194 Hq=24 Hkv=1 over 8 splits), hence the eight.
+// blocks at 192 items (B=12 Lk=12194 Hq=24 Hkv=1 over 8 splits), hence the eight. Then
+// 0.989 there (0.953-1.002); over 2-4 new tokens (bench/gpu/paired-rows-lq.json) 0.969
+// (0.891-1.004: B=6 Lq=2 Lk=616 Hq=128 Hkv=8 9.10 us instead of 10.22); their paged twins
+// over pages of 16 and 1 (paired-rows-paged.json) 0.991 (0.876-1.020).
 std::optional<KernelSpec> paired_rows_spec(const Shape& shape, const Decision& d, const WorkDecomposition& rows16,
                                            int num_sms, bool fast_dram) {
-  if (rows16.m_tiles != 2 || shape.head_dim != 128 || shape.dtype == Dtype::fp8 || shape.page_size > 0) return {};
+  if (rows16.m_tiles != 2 || shape.head_dim != 128 || shape.dtype == Dtype::fp8) return {};
   if (d.sm_margin > 0 || !fast_dram) return {};
   const int blocks = blocks_per_split(shape, d);
   if (blocks < 2) return {};

@@ -682,11 +682,16 @@ TEST(KernelSpecs, AFastDramRunsGroupsOfTwoSixteenRowTilesInSixteenRowTiles) {
   EXPECT_GT(spec_for(longer, Decision{8, true, 0}, h200).block_m, 16);
   EXPECT_GT(spec_for(s, Decision{12, true, 0}, h200).block_m, 16);
   EXPECT_EQ(spec_for(s, Decision{32, true, 0}, h200), spec_for(s, Decision{32, true, 0}, h100));
-  // An H100's DRAM, a margin, fp8, pages, three 16-row tiles (48 rows), D = 64: as before.
+  // Pages, and groups of two tiles by their tokens (8 x 4 rows): the same tiles.
+  const Shape paged{8, 1, 4096, 64, 2, 128, Dtype::bf16, 16};
+  EXPECT_EQ(spec_for(paged, Decision{4, true, 0}, h200).block_n, 128);
+  EXPECT_TRUE(spec_for(paged, Decision{4, true, 0}, h200).paged);
+  EXPECT_EQ(spec_for(Shape{8, 4, 4096, 64, 8, 128}, Decision{1, true, 0}, h200), one);
+  // An H100's DRAM, a margin, fp8, three 16-row tiles (48 rows), D = 64: as before.
   EXPECT_EQ(spec_for(s, Decision{8, true, 0}, h100).block_m, 64);
   EXPECT_EQ(spec_for(s, Decision{8, true, 4}, h200), spec_for(s, Decision{8, true, 4}, h100));
-  for (const Shape& other : {Shape{8, 1, 4096, 64, 2, 128, Dtype::fp8}, Shape{8, 1, 4096, 64, 2, 128, Dtype::bf16, 16},
-                             Shape{8, 1, 4096, 96, 2, 128}, Shape{8, 1, 4096, 64, 2, 64}})
+  for (const Shape& other : {Shape{8, 1, 4096, 64, 2, 128, Dtype::fp8}, Shape{8, 1, 4096, 96, 2, 128},
+                             Shape{8, 1, 4096, 64, 2, 64}})
     EXPECT_EQ(spec_for(other, Decision{8, true, 0}, h200), spec_for(other, Decision{8, true, 0}, h100));
   // Every variant it picks is among the compiled ones.
   const auto all = all_kernel_specs();

@@ -134,12 +134,14 @@ std::vector<SweepCase> sweep_cases() {
     add("early", S().b(60).heads(32, 8).lk(100), dec(1), many);  // 480 items
   }
   // Groups of two 16-row tiles on a fast DRAM (paired_rows_spec): the 128-key tiles up to one
-  // item per SM, the 64-key ones past it; mixed lengths, fp16.
+  // item per SM, the 64-key ones past it; mixed lengths, fp16, paged, four tokens.
   add("paired", S().b(8).heads(64, 2).lk(4096), dec(4));  // 128 items
   {
     std::vector<int> lens;
     for (int i = 0; i < 8; ++i) lens.push_back(1 + (i * 571) % 2000);
     add("paired", S().fp16().b(8).heads(48, 2).lk(2000), dec(8), lens);  // 256 items of two blocks
+    add("paired", S().b(8).heads(64, 2).lk(2000).page(16), dec(4), lens);
+    add("paired", S().b(8).lq(4).heads(64, 8).lk(2000).page(1), dec(1), lens);  // 8 x 4 rows
   }
   // Splits merged in their clusters (cluster_merge_pays, Hopper): each of the six tilings,
   // empty splits, mixed lengths, Lq > 1, fp16, unpacked, pages of 1 and 16.
