@@ -641,21 +641,21 @@ KernelSpec few_items_d128_spec(const Shape& shape, const Decision& d, std::int64
 }
 
 // Groups of 17-32 rows, two 16-row tiles (Hq / Hkv x Lq of 17-32 packed), 16-bit, D = 128,
-// no margin, on a fast DRAM, over splits of more than one block: 16-row
-// tiles, the 128-key ones of one CTA per SM up to one item per SM, and past that, over
-// splits of up to eight blocks, the 64-key ones of two per SM up to two items per SM. A
-// group's two tiles run side by side and the second finds most of their KV in L2, so the
-// pair streams like one 16-row item with twice the CTAs behind it, where long_group_spec's
-// 32- and 64-row tiles (one CTA per item, the 64-row ones half padding) have half the CTAs.
+// no margin, on a fast DRAM, over splits of more than one block: 16-row tiles, the 128-key
+// ones of one CTA per SM up to one item per SM, and past that, over splits of up to eight
+// blocks, the 64-key ones of two per SM up to two items per SM. A group's two tiles run side
+// by side and the second finds most of their KV in L2, so the pair streams like one 16-row
+// item with twice the CTAs behind it, where long_group_spec's 32- and 64-row tiles (one CTA
+// per item, the 64-row ones half padding) have half the CTAs.
 // On an H200 (docs/performance.md "On an H200 (forty-third session)"), every tiling forced on
 // 26 shapes of 20-64 rows: B=8 Lk=4096 Hq=64 Hkv=2 14.74 us over 4 splits in 128-key tiles
 // against 15.66 over 8 in long_group_spec's 64-row ones, B=5 Lk=5000 Hq=40 Hkv=2 13.07
 // against 13.71, B=2 Lk=8192 Hq=64 Hkv=2 over 32 splits (256 items) 11.05 in 64-key tiles
 // against 11.94; over three or four 16-row tiles (Hq=40 or 64 over one KV head) the 32- and
-// 64-row tiles stayed ahead. Against the build before on 28 fresh shapes
-// (bench/gpu/paired-rows-fresh.json), the 64-key tiles lost 2-4% over splits of 12-26
-// blocks at 192 items (B=12 Lk=12194 Hq=24 Hkv=1 over 8 splits), hence the eight. Then
-// 0.989 there (0.953-1.002); over 2-4 new tokens (bench/gpu/paired-rows-lq.json) 0.969
+// 64-row tiles stayed ahead. Against the build before: on 28 fresh shapes
+// (bench/gpu/paired-rows-fresh.json) the 64-key tiles lost 2-4% over splits of 12-26 blocks
+// at 192 items (B=12 Lk=12194 Hq=24 Hkv=1 over 8 splits), hence the eight, and with it
+// 0.989 of the time (0.953-1.002); over 2-4 new tokens (paired-rows-lq.json) 0.969
 // (0.891-1.004: B=6 Lq=2 Lk=616 Hq=128 Hkv=8 9.10 us instead of 10.22); their paged twins
 // over pages of 16 and 1 (paired-rows-paged.json) 0.991 (0.876-1.020).
 std::optional<KernelSpec> paired_rows_spec(const Shape& shape, const Decision& d, const WorkDecomposition& rows16,
