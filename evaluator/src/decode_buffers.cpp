@@ -108,15 +108,14 @@ void DecodeBuffers::spread_query_rows(const Stream& stream) {
 
 void DecodeBuffers::poison_past_lengths(const Stream& stream) {
   const std::int64_t row_bytes = std::int64_t{shape_.h_kv} * shape_.head_dim * dtype_bytes(shape_.dtype);
-  for (int set = 0; set < sets_; ++set)
-    for (int b = 0; b < shape_.batch; ++b) {
-      const int len = seqlens_[static_cast<std::size_t>(b)];
-      if (len == shape_.seqlen_k) continue;
-      const std::int64_t at = (std::int64_t{b} * shape_.seqlen_k + len) * row_bytes;
-      const auto bytes = static_cast<std::size_t>((shape_.seqlen_k - len) * row_bytes);
-      for (void* t : {k(set), v(set)})
-        check(cudaMemsetAsync(static_cast<char*>(t) + at, 0xff, bytes, stream.get()), "poison the rows past the lengths");
-    }
+  for (int b = 0; b < shape_.batch; ++b) {
+    const int len = seqlens_[static_cast<std::size_t>(b)];
+    if (len == shape_.seqlen_k) continue;
+    const std::int64_t at = (std::int64_t{b} * shape_.seqlen_k + len) * row_bytes;
+    const auto bytes = static_cast<std::size_t>((shape_.seqlen_k - len) * row_bytes);
+    for (void* t : {k(0), v(0)})
+      check(cudaMemsetAsync(static_cast<char*>(t) + at, 0xff, bytes, stream.get()), "poison the rows past the lengths");
+  }
 }
 
 std::vector<float> case_descales(const MeasureCase& c, std::uint64_t seed) {

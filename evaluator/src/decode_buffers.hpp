@@ -39,8 +39,8 @@ class DecodeBuffers {
  public:
   // Places the sets at the start of `arena` and fills them (every 16-bit element drawn
   // from N(0, 1), then, for an fp8 cache, every K/V element from N(0, 1) rounded to e4m3:
-  // set 0's inputs depend only on the case, not on max_splits or sets; the rows of a
-  // contiguous cache past a request's length then NaN, see poison_past_lengths). `arena_at_least`
+  // set 0's inputs depend only on the case, not on max_splits or sets; then set 0's rows
+  // of a contiguous cache past a request's length NaN, see poison_past_lengths). `arena_at_least`
   // sizes the arena if it must be allocated. The arena must outlive the buffers and
   // serve no other case meanwhile.
   DecodeBuffers(const MeasureCase&, int max_splits, int sets, SupportKernels&, const Stream&, DeviceArena& arena,
@@ -73,10 +73,11 @@ class DecodeBuffers {
   char* base(int set) const { return sets_base_ + static_cast<std::int64_t>(set) * layout_.set_bytes; }
   // MeasureCase::spread_query_rows: every set's query rows times 2^-20 .. 2^4.
   void spread_query_rows(const Stream&);
-  // Every set's K and V rows past each request's length, contiguous cache: all bits set, a
-  // NaN in every dtype. A serving cache holds anything there (a freed request's keys, or
-  // memory never written); a kernel that lets one row of it into its output, by a mask off
-  // by one or a tile copied without its bound, fails the numeric check.
+  // Set 0's K and V rows past each request's length, contiguous cache: all bits set, a NaN
+  // in every dtype. A serving cache holds anything there (a freed request's keys, or memory
+  // never written); a kernel that lets one row of it into its output, by a mask off by one
+  // or a tile copied without its bound, fails the numeric check, which runs on set 0 (the
+  // timing sets are left alone: nothing reads their check).
   void poison_past_lengths(const Stream&);
 
   Shape shape_;
